@@ -16,7 +16,6 @@
 
 #include <cstddef>
 #include <new>
-#include <source_location>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -64,27 +63,44 @@ class parse_error : public std::runtime_error {
 public:
     //! @param source file name (or "<stream>"), @param line 1-based line number (0: unknown)
     parse_error(std::string source, std::size_t line, const std::string& problem)
-        : std::runtime_error(source + (line ? ":" + std::to_string(line) : std::string{}) + ": " +
-                             problem),
-          source_(std::move(source)), line_(line) {}
+        : std::runtime_error(compose(source, line, problem)), source_(std::move(source)),
+          line_(line) {}
 
     [[nodiscard]] const std::string& source() const noexcept { return source_; }
     [[nodiscard]] std::size_t line() const noexcept { return line_; }
 
 private:
+    static std::string compose(const std::string& source, std::size_t line,
+                               const std::string& problem) {
+        std::string text = source;
+        if (line != 0) {
+            text += ':';
+            text += std::to_string(line);
+        }
+        text += ": ";
+        text += problem;
+        return text;
+    }
+
     std::string source_;
     std::size_t line_;
 };
 
 namespace detail {
 
-[[noreturn]] inline void throw_logic_error(const std::string& message,
-                                           const std::source_location& where) {
-    std::string file = where.file_name();
+[[noreturn]] inline void throw_logic_error(const std::string& message, const char* file,
+                                           int line) {
+    std::string where = file;
     // Keep messages short: only the path below include/ (or the file name) matters.
-    if (auto pos = file.rfind("include/"); pos != std::string::npos) file.erase(0, pos + 8);
-    throw dtr::logic_error("dtr: " + message + " [" + file + ":" + std::to_string(where.line()) +
-                           "]");
+    if (auto pos = where.rfind("include/"); pos != std::string::npos) where.erase(0, pos + 8);
+    std::string text = "dtr: ";
+    text += message;
+    text += " [";
+    text += where;
+    text += ':';
+    text += std::to_string(line);
+    text += ']';
+    throw dtr::logic_error(text);
 }
 
 } // namespace detail
@@ -96,5 +112,5 @@ namespace detail {
 #define DTR_EXPECTS(cond, message)                                                          \
     do {                                                                                    \
         if (!(cond)) [[unlikely]]                                                           \
-            ::dtr::detail::throw_logic_error((message), std::source_location::current());   \
+            ::dtr::detail::throw_logic_error((message), __FILE__, __LINE__);                \
     } while (false)

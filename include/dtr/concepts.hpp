@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief The two customization points of dtr::runtime: dtr::backend (where memory lives
+//! and operators run) and dtr::heuristic (which storage to evict).
+#pragma once
+
+#include <dtr/options.hpp>
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+
+namespace dtr {
+
+//! @brief A memory and execution resource, in the spirit of RMM's device_memory_resource.
+//!
+//! - `pointer` / `const_pointer`: addresses in the backend's memory; value-initialized means
+//!   "none"; `p + n` advances by n bytes. Host backends use std::byte*; device backends may
+//!   use device addresses the host never dereferences; the simulator uses integers.
+//! - `allocate(bytes)`: a block of at least `bytes` bytes suitably aligned, or `pointer{}`
+//!   when the backend has no room (the runtime then evicts and retries; it never asks the
+//!   backend for more than its budget allows). Other failures throw.
+//! - `deallocate(p, bytes)`: returns a block; never throws.
+//! - `copy(dst, src, bytes)`: copies within the backend (copy-on-write of in-place updates).
+//! - `execute(body)`: runs an operator body (a `void()` callable) and returns its cost in
+//!   nanoseconds on the backend's clock. The runtime ignores the result when the caller
+//!   supplied the cost.
+template <class B>
+concept backend = requires(B& b, typename B::pointer p, typename B::const_pointer cp,
+                           std::size_t n, void (*body)()) {
+    typename B::pointer;
+    typename B::const_pointer;
+    requires std::regular<typename B::pointer>;
+    requires std::convertible_to<typename B::pointer, typename B::const_pointer>;
+    { p + n } -> std::convertible_to<typename B::pointer>;
+    { cp + n } -> std::convertible_to<typename B::const_pointer>;
+    { b.allocate(n) } -> std::same_as<typename B::pointer>;
+    { b.deallocate(p, n) } noexcept;
+    { b.copy(p, cp, n) };
+    { b.execute(body) } -> std::convertible_to<cost_t>;
+};
+
+//! @brief What a heuristic receives besides the storage: the runtime clock, and two
+//! counters it increments: storage-metadata reads and writes (the paper's
+//! machine-independent overhead measure) and score evaluations (for policies that replace
+//! the runtime's scan with their own `choose`).
+struct heuristic_context {
+    cost_t now = 0;
+    std::uint64_t* metadata_accesses = nullptr;
+    std::uint64_t* evaluations = nullptr;
+    void count_access(std::uint64_t n = 1) const noexcept {
+        if (metadata_accesses != nullptr) *metadata_accesses += n;
+    }
+    void count_evaluation(std::uint64_t n = 1) const noexcept {
+        if (evaluations != nullptr) *evaluations += n;
+    }
+};
+
+namespace detail {
+
+//! The interface a heuristic may use on a storage; the concept checks heuristics against
+//! it so that a policy compiles with any backend. Declared only: never instantiated.
+template <class Meta>
+struct storage_archetype {
+    std::uint64_t id() const noexcept;
+    std::size_t size() const noexcept;
+    cost_t cost() const noexcept;
+    cost_t last_access() const noexcept;
+    bool resident() const noexcept;
+    bool rematerializable() const noexcept;
+    bool evictable() const noexcept;
+    std::size_t handle_count() const noexcept;
+    std::size_t dependent_count() const noexcept;
+    Meta& meta() noexcept;
+    const Meta& meta() const noexcept;
+    template <class F>
+    void for_each_parent(F&& f) const;
+    template <class F>
+    void for_each_child(F&& f) const;
+};
+
+} // namespace detail
+
+//! @brief An eviction policy.
+//!
+//! - `storage_data`: the policy's own per-storage metadata, default-constructible; the
+//!   runtime keeps one inside every storage (reach it with `s.meta()`).
+//! - `score(s, ctx)`: lower means "evict first" (the cost of evicting s). The runtime's
+//!   default search scans every evictable storage, keeps the last lowest score, and stops
+//!   early at a score of 0, as the DTR simulator does.
+//!
+//! Optional members, detected and called when present:
+//! - `choose(pool, ctx)`: returns the victim (a pointer into the pool, or nullptr for none)
+//!   from the range of evictable storages, replacing the scan (indexed searches);
+//! - event hooks `on_create`, `on_access`, `on_evict`, `on_rematerialize`, `on_release`,
+//!   `on_destroy`, `on_pool_insert`, `on_pool_erase`, each `(storage&, const heuristic_context&)`.
+template <class H>
+concept heuristic =
+    std::default_initializable<typename H::storage_data> &&
+    requires(H& h, const detail::storage_archetype<typename H::storage_data>& s,
+             const heuristic_context& ctx) {
+        { h.score(s, ctx) } -> std::convertible_to<double>;
+    };
+
+} // namespace dtr

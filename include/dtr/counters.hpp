@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief The runtime's statistics: what ran, what moved, what it cost to decide.
+#pragma once
+
+#include <dtr/options.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <ostream>
+
+namespace dtr {
+
+//! @brief Monotonic counters (except the two *_bytes gauges) kept by every runtime.
+struct counters {
+    std::uint64_t operators_run = 0;      //!< first executions of operators (calls)
+    std::uint64_t rematerializations = 0; //!< re-executions that restored evicted storages
+    std::uint64_t evictions = 0;          //!< storages evicted by the heuristic under pressure
+    std::uint64_t eager_evictions = 0;    //!< storages evicted because their last handle dropped
+    std::uint64_t banishments = 0;        //!< storages freed for good by the banish policy
+    std::uint64_t storages_freed = 0;     //!< storage records destroyed (no handle, no dependent)
+    std::uint64_t allocations = 0;        //!< successful backend allocations
+    std::uint64_t bytes_allocated = 0;    //!< total bytes of those allocations
+    std::uint64_t allocation_retries = 0; //!< backend refusals inside the budget (fragmentation)
+    std::size_t resident_bytes = 0;       //!< gauge: bytes resident now
+    std::size_t peak_resident_bytes = 0;  //!< gauge: highest resident_bytes so far
+    std::uint64_t heuristic_evaluations = 0; //!< scores computed while choosing victims
+    std::uint64_t metadata_accesses = 0;  //!< storage metadata reads/writes by the heuristic
+    std::uint64_t victim_searches = 0;    //!< victim choices made
+    std::uint64_t victim_search_ns = 0;   //!< wall time spent choosing victims
+    cost_t compute_cost = 0;              //!< total cost of first executions
+    cost_t remat_cost = 0;                //!< total cost of rematerializations
+};
+
+//! @brief Writes the counters as `name=value` pairs on one line (logs, test failures).
+inline std::ostream& operator<<(std::ostream& os, const counters& c) {
+    return os << "operators_run=" << c.operators_run << " rematerializations=" << c.rematerializations
+              << " evictions=" << c.evictions << " eager_evictions=" << c.eager_evictions
+              << " banishments=" << c.banishments << " storages_freed=" << c.storages_freed
+              << " allocations=" << c.allocations << " bytes_allocated=" << c.bytes_allocated
+              << " allocation_retries=" << c.allocation_retries
+              << " resident_bytes=" << c.resident_bytes
+              << " peak_resident_bytes=" << c.peak_resident_bytes
+              << " heuristic_evaluations=" << c.heuristic_evaluations
+              << " metadata_accesses=" << c.metadata_accesses
+              << " victim_searches=" << c.victim_searches
+              << " victim_search_ns=" << c.victim_search_ns << " compute_cost=" << c.compute_cost
+              << " remat_cost=" << c.remat_cost;
+}
+
+} // namespace dtr

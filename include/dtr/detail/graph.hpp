@@ -1,0 +1,188 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief The runtime's dependency graph: storages (units of eviction), operator records
+//! (recipes) and the input edges between them.
+//!
+//! Storages are immutable once computed: an in-place update makes a new storage version
+//! (copy-on-write), so every storage's bytes are a pure function of its recipe and its
+//! parents' bytes. That is what makes recomputation bit-exact. Operator records reference
+//! their inputs by storage and byte range, not by tensor, so tensors (the user's handles)
+//! can move to a new version freely.
+#pragma once
+
+#include <dtr/op_context.hpp>
+#include <dtr/options.hpp>
+#include <dtr/tensor.hpp>
+#include <dtr/detail/op_function.hpp>
+
+#include <boost/intrusive/list.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace dtr::detail {
+
+namespace bi = boost::intrusive;
+using list_hook = bi::list_member_hook<bi::link_mode<bi::safe_link>>;
+
+//! The part of a storage that tensor handles see.
+struct storage_header {
+    using tensor_list =
+        bi::list<tensor_node, bi::member_hook<tensor_node, tensor_hook, &tensor_node::hook>,
+                 bi::constant_time_size<true>, bi::size_type<std::size_t>>;
+    //! Tensors currently viewing this storage; each has at least one handle, so the list's
+    //! size is the storage's number of external references.
+    tensor_list tensors;
+};
+
+template <class Backend, class Meta>
+struct op_node;
+template <class Backend, class Meta>
+struct storage_node;
+
+//! One input of an operator record: a byte range of a storage version. Linked into the
+//! storage's consumer list while the record lives (the storage's dependents).
+template <class Backend, class Meta>
+struct input_edge {
+    storage_node<Backend, Meta>* storage = nullptr;
+    op_node<Backend, Meta>* op = nullptr;
+    std::size_t offset = 0;
+    std::size_t length = 0;
+    //! Index into op_node::versions when this input views a storage the call mutates
+    //! (the operator then sees the new version); -1 otherwise.
+    std::int32_t version = -1;
+    bool mutated = false; //!< listed in call_options::mutates
+    list_hook consumer_hook{};
+};
+
+//! What one output of an operator is.
+template <class Backend, class Meta>
+struct output_slot {
+    //! The live storage this output created (null once freed, and for aliases).
+    storage_node<Backend, Meta>* storage = nullptr;
+    std::size_t bytes = 0;           //!< size recorded at the first run (fresh outputs)
+    std::int32_t alias_input = -1;   //!< input this output views, or -1 for a fresh output
+    std::size_t alias_offset = 0;    //!< relative to the input's view
+    std::size_t alias_length = 0;
+};
+
+//! The new version of one mutated storage.
+template <class Backend, class Meta>
+struct version_slot {
+    storage_node<Backend, Meta>* storage = nullptr; //!< live new version (null once freed)
+    std::uint32_t input = 0;                         //!< first input that views the old version
+};
+
+//! A recipe: the operator, its inputs and what it produced. Lives while at least one
+//! storage it produced is alive and still rematerializable from it (`live`).
+template <class Backend, class Meta>
+struct op_node {
+    using edge = input_edge<Backend, Meta>;
+    using output = output_slot<Backend, Meta>;
+    using version = version_slot<Backend, Meta>;
+
+    template <class F>
+    op_node(F&& f, std::uint64_t id_, std::uint32_t inputs, std::uint32_t outputs,
+            std::uint32_t versions)
+        : fn(std::forward<F>(f)), id(id_), n_inputs(inputs), n_outputs(outputs),
+          n_versions(versions), in(std::make_unique<edge[]>(inputs)),
+          out(std::make_unique<output[]>(outputs)),
+          ver(std::make_unique<version[]>(versions)) {}
+
+    op_function<op_context<Backend>> fn;
+    std::uint64_t id;
+    std::uint32_t n_inputs, n_outputs, n_versions;
+    std::unique_ptr<edge[]> in;
+    std::unique_ptr<output[]> out;
+    std::unique_ptr<version[]> ver;
+    cost_t cost = 0;
+    bool cost_supplied = false; //!< recomputations reuse `cost` instead of measuring
+    std::uint32_t live = 0;     //!< storages alive whose recipe this is
+    list_hook all_hook{};
+
+    //! Calls f(storage&) for each live storage this record is the recipe of.
+    template <class F>
+    void for_each_product(F&& f) const {
+        for (std::uint32_t i = 0; i < n_outputs; ++i)
+            if (out[i].storage != nullptr) f(*out[i].storage);
+        for (std::uint32_t i = 0; i < n_versions; ++i)
+            if (ver[i].storage != nullptr) f(*ver[i].storage);
+    }
+};
+
+//! A storage: one backend allocation, the unit of eviction.
+//!
+//! Heuristics see storages through the const member functions below (size, cost,
+//! last_access, neighbours, their own `meta()`); the data members are the runtime's.
+template <class Backend, class Meta>
+struct storage_node : storage_header {
+    using pointer = typename Backend::pointer;
+    using op_type = op_node<Backend, Meta>;
+    using edge_type = input_edge<Backend, Meta>;
+    using consumer_list =
+        bi::list<edge_type, bi::member_hook<edge_type, list_hook, &edge_type::consumer_hook>,
+                 bi::constant_time_size<true>, bi::size_type<std::size_t>>;
+
+    storage_node(std::uint64_t id_, std::size_t bytes_) : sid(id_), bytes(bytes_) {}
+
+    // ---- the heuristic's view -------------------------------------------------------
+    //! @brief Stable identifier (creation order).
+    [[nodiscard]] std::uint64_t id() const noexcept { return sid; }
+    //! @brief Bytes of the allocation (the memory eviction frees).
+    [[nodiscard]] std::size_t size() const noexcept { return bytes; }
+    //! @brief Cost of recomputing this storage alone: its operator's cost, plus the cost
+    //! of operators that made views of it (as in the DTR simulator's storage compute).
+    [[nodiscard]] cost_t cost() const noexcept { return compute_cost; }
+    //! @brief Runtime clock at the last use of this storage as an operator input (or at its
+    //! creation).
+    [[nodiscard]] cost_t last_access() const noexcept { return accessed; }
+    [[nodiscard]] bool resident() const noexcept { return is_resident; }
+    //! @brief True when this storage has a recipe (it can be evicted and recomputed).
+    [[nodiscard]] bool rematerializable() const noexcept { return producer != nullptr; }
+    //! @brief True while evicting it is allowed (resident, rematerializable, unpinned).
+    [[nodiscard]] bool evictable() const noexcept {
+        return is_resident && producer != nullptr && pins == 0;
+    }
+    //! @brief External references (tensors with handles) on this storage.
+    [[nodiscard]] std::size_t handle_count() const noexcept { return tensors.size(); }
+    //! @brief Live operator records that take this storage as input.
+    [[nodiscard]] std::size_t dependent_count() const noexcept { return consumers.size(); }
+    [[nodiscard]] Meta& meta() noexcept { return heuristic_data; }
+    [[nodiscard]] const Meta& meta() const noexcept { return heuristic_data; }
+
+    //! @brief Calls f(const storage_node&) for each input storage of this storage's recipe
+    //! (repeats possible when an input is used twice). Nothing for constants.
+    template <class F>
+    void for_each_parent(F&& f) const {
+        if (producer == nullptr) return;
+        for (std::uint32_t i = 0; i < producer->n_inputs; ++i)
+            f(static_cast<const storage_node&>(*producer->in[i].storage));
+    }
+    //! @brief Calls f(const storage_node&) for each live storage computed from this one
+    //! (the products of every operator record that reads it).
+    template <class F>
+    void for_each_child(F&& f) const {
+        for (const edge_type& e : consumers)
+            e.op->for_each_product([&](const storage_node& child) { f(child); });
+    }
+
+    // ---- runtime state ---------------------------------------------------------------
+    std::uint64_t sid;
+    std::size_t bytes;
+    pointer ptr{};
+    op_type* producer = nullptr;   //!< recipe; null for constants and banished children
+    cost_t compute_cost = 0;
+    cost_t accessed = 0;
+    std::uint32_t pins = 0;        //!< operator inputs in use, rematerialization frames, guards
+    bool is_resident = false;
+    bool is_constant = false;      //!< created by runtime::constant (or a version of one)
+    bool banish_pending = false;   //!< released under the banish policy, not yet safe
+    bool queued = false;           //!< on the runtime's collection/banish work list
+    consumer_list consumers;
+    list_hook pool_hook{};         //!< membership in the evictable pool
+    list_hook all_hook{};          //!< membership in the list of all storages
+    [[no_unique_address]] Meta heuristic_data{};
+};
+
+} // namespace dtr::detail

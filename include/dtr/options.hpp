@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief Vocabulary types shared by the runtime, backends and heuristics: cost, policies,
+//! runtime and per-call options.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <vector>
+
+namespace dtr {
+
+//! @brief Compute cost of an operator in nanoseconds. A double, because supplied costs
+//! (profiles, logs, static graphs) need not be integral; sums of integral costs stay exact
+//! up to 2^53 ns (about 104 days).
+using cost_t = double;
+
+//! @brief Budget meaning "no limit": an unconstrained reference run.
+inline constexpr std::size_t unlimited = std::numeric_limits<std::size_t>::max();
+
+//! @brief What happens to a storage when the framework drops its last handle.
+enum class dealloc_policy : std::uint8_t {
+    //! Evict it now; its metadata and recipe stay so that dependents that still have
+    //! handles can be rematerialized from it. Freed for good when no dependent is left.
+    eager_evict,
+    //! Free it for good as soon as that is safe (every dependent resident); dependents then
+    //! lose their recipe and can no longer be evicted. Less metadata, fewer eviction choices.
+    banish,
+};
+
+//! @brief Which handles observe an in-place update (see docs/design.md, "Mutation").
+enum class mutation_scope : std::uint8_t {
+    //! Every tensor on the mutated storage moves to the new version, as views do in
+    //! PyTorch and NumPy: a write through one view is seen through all of them.
+    storage,
+    //! Only the tensors passed as mutated inputs move; other views keep the old version
+    //! (the semantics of the DTR simulator's logs, where each name is a separate value).
+    tensor,
+};
+
+//! @brief Construction-time settings of a runtime.
+struct runtime_options {
+    //! Hard limit on resident bytes (sum of the sizes of resident storages, plus buffers of
+    //! the operator being run). Never exceeded.
+    std::size_t budget = unlimited;
+    dealloc_policy dealloc = dealloc_policy::eager_evict;
+    mutation_scope mutation = mutation_scope::storage;
+};
+
+//! @brief Per-call settings of runtime::call.
+struct call_options {
+    //! Cost to record for the operator (deterministic mode: replay, simulation, reproducible
+    //! tests). When empty, the backend measures the operator on its clock.
+    std::optional<cost_t> cost{};
+    //! Indices of inputs the operator updates in place. Each such input's storage gets a new
+    //! version (copy-on-write) that the operator writes through op_context::inout().
+    std::vector<std::uint32_t> mutates{};
+};
+
+} // namespace dtr
