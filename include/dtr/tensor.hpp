@@ -51,12 +51,16 @@ struct tensor_node {
     tensor_node* next_deferred = nullptr; //!< link while its release waits for the runtime
 };
 
+// Out of line so that the compiler's use-after-free analysis does not see a delete behind
+// every handle destructor (g++ 12 then warns about handles that share a node).
+[[gnu::noinline]] inline void free_orphan(tensor_node* node) noexcept { delete node; }
+
 inline void drop_reference(tensor_node* node) noexcept {
     if (--node->refs != 0) return;
     if (node->owner != nullptr)
         node->owner->release_tensor(node);
     else
-        delete node;
+        free_orphan(node);
 }
 
 } // namespace detail

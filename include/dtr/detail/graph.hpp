@@ -86,9 +86,8 @@ struct op_node {
     op_node(F&& f, std::uint64_t id_, std::uint32_t inputs, std::uint32_t outputs,
             std::uint32_t versions)
         : fn(std::forward<F>(f)), id(id_), n_inputs(inputs), n_outputs(outputs),
-          n_versions(versions), in(std::make_unique<edge[]>(inputs)),
-          out(std::make_unique<output[]>(outputs)),
-          ver(std::make_unique<version[]>(versions)) {}
+          n_versions(versions), in(array<edge>(inputs)), out(array<output>(outputs)),
+          ver(array<version>(versions)) {}
 
     op_function<op_context<Backend>> fn;
     std::uint64_t id;
@@ -100,6 +99,11 @@ struct op_node {
     bool cost_supplied = false; //!< recomputations reuse `cost` instead of measuring
     std::uint32_t live = 0;     //!< storages alive whose recipe this is
     list_hook all_hook{};
+
+    template <class T>
+    static std::unique_ptr<T[]> array(std::uint32_t n) {
+        return n == 0 ? nullptr : std::make_unique<T[]>(n); // most records have no versions
+    }
 
     //! Calls f(storage&) for each live storage this record is the recipe of.
     template <class F>
