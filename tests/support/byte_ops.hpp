@@ -29,15 +29,16 @@ struct add_op {
     }
 };
 
-//! out[i] = sum over inputs k of in_k[i % size_k] * (k + 1), of `bytes` bytes.
+//! Output `index` of `bytes` bytes: out[i] = i + salt + sum over inputs k of
+//! in_k[i % size_k] * (k + 1). As an operator: one output, salt 0.
 struct mix_op {
     std::size_t bytes = 16;
     template <class Ctx>
-    void operator()(Ctx& ctx) const {
-        auto out = ctx.output(0, bytes);
+    void write(Ctx& ctx, std::size_t index, unsigned salt) const {
+        auto out = ctx.output(index, bytes);
         if constexpr (std::is_pointer_v<typename Ctx::pointer>) {
             for (std::size_t i = 0; i < bytes; ++i) {
-                unsigned v = static_cast<unsigned>(i);
+                unsigned v = static_cast<unsigned>(i) + salt;
                 for (std::size_t k = 0; k < ctx.num_inputs(); ++k) {
                     auto in = ctx.input(k);
                     if (in.size() != 0) v += u8(in.data()[i % in.size()]) * static_cast<unsigned>(k + 1);
@@ -45,6 +46,10 @@ struct mix_op {
                 out.data()[i] = std::byte(static_cast<std::uint8_t>(v));
             }
         }
+    }
+    template <class Ctx>
+    void operator()(Ctx& ctx) const {
+        write(ctx, 0, 0);
     }
 };
 
