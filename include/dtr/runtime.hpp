@@ -13,8 +13,10 @@
 #include <dtr/buffer_view.hpp>
 #include <dtr/concepts.hpp>
 #include <dtr/counters.hpp>
+#include <dtr/deferred_cost.hpp>
 #include <dtr/error.hpp>
 #include <dtr/heuristic/dtr_local.hpp>
+#include <dtr/memory_report.hpp>
 #include <dtr/op_context.hpp>
 #include <dtr/options.hpp>
 #include <dtr/pin_guard.hpp>
@@ -185,8 +187,15 @@ public:
     //! @throws dtr::out_of_memory (budget unchanged) when not enough is evictable.
     void set_budget(std::size_t bytes);
     [[nodiscard]] std::size_t resident_bytes() const noexcept { return counters_.resident_bytes; }
-    //! @brief The runtime clock: total cost of every operator run so far (ns).
+    //! @brief The runtime clock: total cost of every operator run so far (ns). On a backend
+    //! with deferred costs (dtr::deferred_costs) it advances by the provisional cost at once
+    //! and by the rest when the measurement arrives; it never runs backwards.
     [[nodiscard]] cost_t clock() const noexcept { return clock_; }
+    //! @brief Waits for every cost measurement still running on the device and folds it into
+    //! the clock, the recorded costs and the counters. Does nothing on backends that measure
+    //! synchronously (host, sim). Useful before reading stats() or clock().
+    //! @throws whatever the backend throws while waiting (e.g. dtr::cuda_error).
+    void settle_costs();
     [[nodiscard]] const counters& stats() const noexcept { return counters_; }
     [[nodiscard]] const runtime_options& options() const noexcept { return options_; }
     //! @brief Storage records alive (resident or evicted).
@@ -197,6 +206,13 @@ public:
     [[nodiscard]] std::size_t evictable_count() const noexcept { return pool_.size(); }
     [[nodiscard]] Backend& backend() noexcept { return backend_; }
     [[nodiscard]] Heuristic& heuristic() noexcept { return heuristic_; }
+
+    //! @brief Calls f(const storage_type&) for every live storage, in creation order
+    //! (diagnostics, statistics). f must not call the runtime.
+    template <class F>
+    void for_each_storage(F&& f) const {
+        for (const storage_type& s : all_storages_) f(s);
+    }
 
     //! @brief Walks the whole graph and throws dtr::logic_error describing the first broken
     //! invariant (tests and debugging). @par Complexity: linear in the graph.
@@ -240,7 +256,8 @@ private:
     //! One step of the rematerialization work stack: an operator waiting for its inputs.
     struct frame {
         op_t* op;
-        std::uint32_t next_input;
+        std::uint32_t next_input; //!< inputs before it are pinned
+        bool started;             //!< the inputs resident on arrival are pinned
     };
 
     //! Marks the runtime busy for one public operation; releases that happen meanwhile
@@ -286,8 +303,8 @@ private:
 
     // ---- residency ----------------------------------------------------------------------
     void touch_inputs(op_t& op);
-    void pin_inputs(op_t& op);
-    void unpin_inputs(op_t& op, std::uint32_t count) noexcept;
+    void secure_inputs(op_t& root);
+    void unpin_inputs(op_t& op) noexcept;
     void make_resident(storage_t* target);
     void pin(storage_t* s) noexcept {
         if (s->pins++ == 0) refresh_pool(s);
@@ -306,6 +323,17 @@ private:
     storage_t* choose_victim();
     void evict_storage(storage_t* s, bool eager) noexcept;
     [[noreturn]] void throw_out_of_memory(std::size_t bytes, bool backend_refused) const;
+
+    // ---- deferred costs (backends modelling dtr::deferred_costs) -----------------------
+    //! A measurement started by execute() and not handed over yet, in execute() order.
+    struct pending_cost {
+        op_t* op;           //!< record to correct; null when gone or not a first run
+        cost_t provisional; //!< what execute() returned and the runtime recorded
+        bool remat;
+        bool apply;         //!< false when the recorded cost was supplied, not measured
+    };
+    void collect_costs(cost_collection mode);
+    void apply_cost(cost_t actual) noexcept;
     heuristic_context hctx() noexcept {
         return {clock_, &counters_.metadata_accesses, &counters_.heuristic_evaluations};
     }
@@ -367,6 +395,10 @@ private:
     std::vector<output_state> exec_outputs_;
     std::vector<version_state> exec_versions_;
     std::vector<detail::input_binding<Backend>> exec_bindings_;
+
+    // Deferred costs: [pending_head_, size) are awaiting their measurement.
+    std::vector<pending_cost> pending_costs_;
+    std::size_t pending_head_ = 0;
 };
 
 } // namespace dtr

@@ -3,10 +3,14 @@
 //! @brief sim_backend: sizes without memory, costs without work — the simulator.
 #pragma once
 
+#include <dtr/arena.hpp>
 #include <dtr/concepts.hpp>
+#include <dtr/memory_report.hpp>
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <utility>
 
 namespace dtr {
 
@@ -16,6 +20,15 @@ namespace dtr {
 //! `runtime<sim_backend, H>` therefore measures exactly the decisions the real runtime
 //! would make, at the speed of its bookkeeping.
 //!
+//! Two address spaces:
+//! - by default (`sim_backend(capacity)`), an endless one: every allocation gets fresh
+//!   addresses and only the byte count is limited, so there is no fragmentation;
+//! - with an arena (`sim_backend::with_arena(capacity)`), a fixed region laid out by
+//!   dtr::arena exactly as the CUDA backend lays out device memory: an address is
+//!   `alignment + offset` in the region (so that 0 still means "none"), allocations can be
+//!   refused for want of a contiguous block, and memory_info() reports the layout. Replaying
+//!   a trace this way shows what fragmentation would do to it on a device.
+//!
 //! Operators run under a simulation still declare their outputs through the op_context
 //! (sizes and aliases); buffers they get must not be dereferenced.
 class sim_backend {
@@ -24,12 +37,42 @@ public:
     using pointer = std::uintptr_t;
     using const_pointer = std::uintptr_t;
 
+    //! @brief The endless address space, with at most `capacity` bytes outstanding.
     explicit sim_backend(std::size_t capacity = static_cast<std::size_t>(-1)) noexcept
         : capacity_(capacity) {}
 
-    //! @brief A fresh fake address for `bytes` bytes, or 0 when beyond capacity.
-    [[nodiscard]] pointer allocate(std::size_t bytes) noexcept {
-        if (bytes > capacity_ - used_) return 0;
+    //! @brief A simulated fixed region of `capacity` bytes (rounded down to `alignment`,
+    //! a power of two; 256 models CUDA) laid out by dtr::arena.
+    //! @throws dtr::logic_error when `alignment` is not a power of two.
+    [[nodiscard]] static sim_backend with_arena(std::size_t capacity,
+                                                std::size_t alignment = arena::default_alignment) {
+        sim_backend b;
+        b.arena_.emplace(capacity, alignment);
+        b.capacity_ = b.arena_->capacity();
+        return b;
+    }
+
+    sim_backend(sim_backend&&) noexcept = default;
+    sim_backend& operator=(sim_backend&&) noexcept = default;
+    sim_backend(const sim_backend&) = delete; // an arena is not shared between runtimes
+    sim_backend& operator=(const sim_backend&) = delete;
+
+    //! @brief A fresh fake address for `bytes` bytes, or 0 when beyond capacity (or, with an
+    //! arena, when no free block is large enough).
+    //! @par Complexity: O(1); O(log blocks) with an arena.
+    [[nodiscard]] pointer allocate(std::size_t bytes) {
+        if (arena_) {
+            const std::optional<std::size_t> offset = arena_->allocate(bytes);
+            if (!offset) {
+                ++refusals_;
+                return 0;
+            }
+            return arena_->alignment() + *offset;
+        }
+        if (bytes > capacity_ - used_) {
+            ++refusals_;
+            return 0;
+        }
         used_ += bytes;
         if (used_ > peak_) peak_ = used_;
         const pointer p = next_;
@@ -37,7 +80,12 @@ public:
         next_ += (bytes + 256) & ~static_cast<pointer>(255);
         return p;
     }
-    void deallocate(pointer, std::size_t bytes) noexcept { used_ -= bytes; }
+    void deallocate(pointer p, std::size_t bytes) noexcept {
+        if (arena_)
+            arena_->deallocate(p - arena_->alignment());
+        else
+            used_ -= bytes;
+    }
     void copy(pointer, const_pointer, std::size_t) noexcept {}
 
     //! @brief Runs the operator body (which only declares outputs) and reports no cost.
@@ -47,17 +95,36 @@ public:
         return 0;
     }
 
+    //! @brief The region's layout with an arena; std::nullopt for the endless address space.
+    [[nodiscard]] std::optional<memory_report> memory_info() const noexcept {
+        if (!arena_) return std::nullopt;
+        return report_of(*arena_, refusals_);
+    }
+
     [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
-    [[nodiscard]] std::size_t used_bytes() const noexcept { return used_; }
-    [[nodiscard]] std::size_t peak_bytes() const noexcept { return peak_; }
+    //! @brief Bytes outstanding (with an arena: the region's bytes in live blocks, requests
+    //! rounded up to the alignment).
+    [[nodiscard]] std::size_t used_bytes() const noexcept {
+        return arena_ ? arena_->used_bytes() : used_;
+    }
+    [[nodiscard]] std::size_t peak_bytes() const noexcept {
+        return arena_ ? arena_->peak_used_bytes() : peak_;
+    }
+    //! @brief allocate() calls answered with 0 so far.
+    [[nodiscard]] std::uint64_t refusals() const noexcept { return refusals_; }
+    //! @brief The arena, or nullptr for the endless address space.
+    [[nodiscard]] const arena* layout() const noexcept { return arena_ ? &*arena_ : nullptr; }
 
 private:
     std::size_t capacity_;
     std::size_t used_ = 0;
     std::size_t peak_ = 0;
     pointer next_ = 256;
+    std::uint64_t refusals_ = 0;
+    std::optional<arena> arena_;
 };
 
 static_assert(backend<sim_backend>);
+static_assert(reports_memory<sim_backend>);
 
 } // namespace dtr

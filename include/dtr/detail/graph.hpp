@@ -53,6 +53,7 @@ struct input_edge {
     //! (the operator then sees the new version); -1 otherwise.
     std::int32_t version = -1;
     bool mutated = false; //!< listed in call_options::mutates
+    bool pinned = false;  //!< pinned for the operator's run (a record runs once at a time)
     list_hook consumer_hook{};
 };
 
@@ -155,20 +156,19 @@ struct storage_node : storage_header {
     [[nodiscard]] Meta& meta() noexcept { return heuristic_data; }
     [[nodiscard]] const Meta& meta() const noexcept { return heuristic_data; }
 
-    //! @brief Calls f(const storage_node&) for each input storage of this storage's recipe
+    //! @brief Calls f(storage_node&) for each input storage of this storage's recipe
     //! (repeats possible when an input is used twice). Nothing for constants.
     template <class F>
     void for_each_parent(F&& f) const {
         if (producer == nullptr) return;
-        for (std::uint32_t i = 0; i < producer->n_inputs; ++i)
-            f(static_cast<const storage_node&>(*producer->in[i].storage));
+        for (std::uint32_t i = 0; i < producer->n_inputs; ++i) f(*producer->in[i].storage);
     }
-    //! @brief Calls f(const storage_node&) for each live storage computed from this one
-    //! (the products of every operator record that reads it).
+    //! @brief Calls f(storage_node&) for each live storage computed from this one (the
+    //! products of every operator record that reads it). Heuristics may update their own
+    //! meta() of the neighbours they are given.
     template <class F>
     void for_each_child(F&& f) const {
-        for (const edge_type& e : consumers)
-            e.op->for_each_product([&](const storage_node& child) { f(child); });
+        for (const edge_type& e : consumers) e.op->for_each_product(f);
     }
 
     // ---- runtime state ---------------------------------------------------------------

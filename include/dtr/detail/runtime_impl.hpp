@@ -209,11 +209,11 @@ void runtime<B, H>::call_impl(Op&& op, std::span<const tensor> inputs, std::size
     rec.cost_supplied = options.cost.has_value();
 
     touch_inputs(rec);
-    pin_inputs(rec);
+    secure_inputs(rec);
     try {
         run(rec, false, options.cost);
     } catch (...) {
-        unpin_inputs(rec, rec.n_inputs);
+        unpin_inputs(rec);
         throw;
     }
 
@@ -238,7 +238,7 @@ void runtime<B, H>::call_impl(Op&& op, std::span<const tensor> inputs, std::size
     for (std::uint32_t k = 0; k < rec.n_versions; ++k)
         rebinds.push_back({rec.in[rec.ver[k].input].storage, exec_versions_[k].target});
 
-    unpin_inputs(rec, rec.n_inputs);
+    unpin_inputs(rec);
     if (rec.live > 0) {
         for (std::uint32_t i = 0; i < rec.n_inputs; ++i) rec.in[i].storage->consumers.push_back(rec.in[i]);
         all_ops_.push_back(*record.release());
@@ -274,6 +274,13 @@ void runtime<B, H>::call_impl(Op&& op, std::span<const tensor> inputs, std::size
 
 template <class B, class H>
 void runtime<B, H>::run(op_t& op, bool remat, std::optional<cost_t> supplied) {
+    if constexpr (deferred_costs<B>) {
+        // Before anything changes, so that a device error surfacing here leaves no trace.
+        collect_costs(cost_collection::routine);
+        // The entry pushed after execute() must not fail to allocate.
+        if (pending_costs_.size() == pending_costs_.capacity())
+            pending_costs_.reserve(2 * pending_costs_.capacity() + 16);
+    }
     exec_op_ = &op;
     exec_remat_ = remat;
     exec_outputs_.assign(op.n_outputs, output_state{});
@@ -317,6 +324,9 @@ void runtime<B, H>::run(op_t& op, bool remat, std::optional<cost_t> supplied) {
                               exec_versions_[k].bytes);
             op.fn(ctx);
         });
+        // One entry per measurement the backend started, even if this run is discarded
+        // below, so that the n-th cost handed over stays the n-th execute()'s.
+        if constexpr (deferred_costs<B>) pending_costs_.push_back({nullptr, measured, remat, false});
         in_operator_ = false;
         for (std::uint32_t i = 0; i < op.n_outputs; ++i)
             DTR_EXPECTS(exec_outputs_[i].declared,
@@ -385,6 +395,12 @@ void runtime<B, H>::run(op_t& op, bool remat, std::optional<cost_t> supplied) {
         const bool keeps_recipe = old->producer != nullptr;
         if (!remat && !keeps_recipe) op.ver[k].storage = nullptr;
         install(v.target, v.ptr, keeps_recipe, old->is_constant);
+    }
+    if constexpr (deferred_costs<B>) {
+        // Only a measured cost is corrected later. The record is worth correcting only on a
+        // first run that keeps it (live > 0; call_impl drops it otherwise).
+        if (remat ? !op.cost_supplied : !supplied)
+            pending_costs_.back() = {!remat && op.live > 0 ? &op : nullptr, measured, remat, true};
     }
     exec_op_ = nullptr;
 }
@@ -486,64 +502,88 @@ void runtime<B, H>::touch_inputs(op_t& op) {
 }
 
 template <class B, class H>
-void runtime<B, H>::pin_inputs(op_t& op) {
-    std::uint32_t pinned = 0;
-    try {
-        for (; pinned < op.n_inputs; ++pinned) {
-            storage_t* s = op.in[pinned].storage;
-            make_resident(s);
-            pin(s);
-        }
-    } catch (...) {
-        unpin_inputs(op, pinned);
-        throw;
+void runtime<B, H>::unpin_inputs(op_t& op) noexcept {
+    for (std::uint32_t i = 0; i < op.n_inputs; ++i) {
+        edge_t& e = op.in[i];
+        if (!e.pinned) continue;
+        e.pinned = false;
+        unpin(e.storage);
     }
 }
 
 template <class B, class H>
-void runtime<B, H>::unpin_inputs(op_t& op, std::uint32_t count) noexcept {
-    for (std::uint32_t i = 0; i < count; ++i) unpin(op.in[i].storage);
-}
-
-template <class B, class H>
-void runtime<B, H>::make_resident(storage_t* target) {
-    if (target->is_resident) return;
-    if (target->producer == nullptr)
-        throw logic_error("dtr: internal error: storage #" + std::to_string(target->sid) +
-                          " is evicted without a recipe");
-    // Invariant: only storages with a recipe are ever evicted, and a live recipe's inputs
-    // are alive. The work stack replaces recursion so that a chain of a million evicted
-    // storages needs no deep C++ stack; each frame pins the inputs it has secured.
+void runtime<B, H>::secure_inputs(op_t& root) {
+    // Pins every input of `root`, rematerializing the evicted ones. A work stack replaces
+    // recursion so that a chain of a million evicted storages needs no deep C++ stack.
+    // Each frame first pins the inputs already resident (they cannot be lost while the
+    // others are recomputed), then restores the evicted ones in order, pinning each as it
+    // becomes resident: the order of the DTR simulator, so replays make the same choices.
     frames_.clear();
-    touch_inputs(*target->producer);
-    frames_.push_back({target->producer, 0});
+    frames_.push_back({&root, 0, false});
     try {
-        while (!frames_.empty()) {
+        for (;;) {
             frame& f = frames_.back();
             op_t* op = f.op;
+            if (!f.started) {
+                f.started = true;
+                for (std::uint32_t i = 0; i < op->n_inputs; ++i) {
+                    edge_t& e = op->in[i];
+                    if (e.storage->is_resident) {
+                        pin(e.storage);
+                        e.pinned = true;
+                    }
+                }
+            }
+            while (f.next_input < op->n_inputs && op->in[f.next_input].pinned) ++f.next_input;
             if (f.next_input < op->n_inputs) {
-                storage_t* s = op->in[f.next_input].storage;
-                if (s->is_resident) {
-                    pin(s);
-                    ++f.next_input;
+                edge_t& e = op->in[f.next_input];
+                if (e.storage->is_resident) { // restored meanwhile, e.g. as a sibling
+                    pin(e.storage);
+                    e.pinned = true;
                 } else {
-                    touch_inputs(*s->producer);
-                    frames_.push_back({s->producer, 0}); // invalidates f
+                    op_t* producer = e.storage->producer;
+                    if (producer == nullptr)
+                        throw logic_error("dtr: internal error: storage #" + std::to_string(e.storage->sid) +
+                                          " is evicted without a recipe");
+                    touch_inputs(*producer);
+                    frames_.push_back({producer, 0, false}); // invalidates f
                 }
                 continue;
             }
+            if (op == &root) break; // the caller runs it
             run(*op, true, std::nullopt);
-            unpin_inputs(*op, op->n_inputs);
+            unpin_inputs(*op);
             frames_.pop_back();
             // A recomputed dependent may make a pending banishment safe.
             for (std::uint32_t i = 0; i < op->n_inputs; ++i)
                 if (op->in[i].storage->banish_pending) enqueue(op->in[i].storage);
         }
     } catch (...) {
-        for (const frame& f : frames_) unpin_inputs(*f.op, f.next_input);
+        for (const frame& f : frames_) unpin_inputs(*f.op);
         frames_.clear();
         throw;
     }
+    frames_.clear();
+}
+
+template <class B, class H>
+void runtime<B, H>::make_resident(storage_t* target) {
+    if (target->is_resident) return;
+    if (target->producer == nullptr) // only storages with a recipe are ever evicted
+        throw logic_error("dtr: internal error: storage #" + std::to_string(target->sid) +
+                          " is evicted without a recipe");
+    op_t& op = *target->producer;
+    touch_inputs(op);
+    secure_inputs(op);
+    try {
+        run(op, true, std::nullopt);
+    } catch (...) {
+        unpin_inputs(op);
+        throw;
+    }
+    unpin_inputs(op);
+    for (std::uint32_t i = 0; i < op.n_inputs; ++i)
+        if (op.in[i].storage->banish_pending) enqueue(op.in[i].storage);
 }
 
 template <class B, class H>
@@ -598,6 +638,8 @@ void runtime<B, H>::free_memory(pointer p, std::size_t bytes) noexcept {
 template <class B, class H>
 auto runtime<B, H>::choose_victim() -> storage_t* {
     if (pool_.empty()) return nullptr;
+    // Scores read costs: fold in every measurement that has finished (never waits).
+    if constexpr (deferred_costs<B>) collect_costs(cost_collection::ready);
     const auto start = std::chrono::steady_clock::now();
     const heuristic_context ctx = hctx();
     storage_t* best = nullptr;
@@ -664,7 +706,8 @@ void runtime<B, H>::throw_out_of_memory(std::size_t bytes, bool backend_refused)
                                   }());
     std::ostringstream msg;
     msg << "dtr: out of memory: cannot allocate " << bytes << " bytes";
-    if (exec_op_ != nullptr) msg << " for operator #" << exec_op_->id;
+    if (exec_op_ != nullptr)
+        msg << " for operator #" << exec_op_->id << (exec_remat_ ? " (rematerializing it)" : "");
     msg << " under a budget of " << d.budget << " bytes; " << d.resident << " bytes resident, of which "
         << d.pinned << " bytes in " << d.pinned_storages << " storages cannot be evicted (pinned: "
         << pinned << ", constants: " << constants << ", without a recipe: " << unrecipied
@@ -700,6 +743,56 @@ void runtime<B, H>::set_budget(std::size_t bytes) {
         }
         evict_storage(victim, false);
     }
+}
+
+// =====================================================================================
+// deferred costs
+// =====================================================================================
+
+template <class B, class H>
+void runtime<B, H>::settle_costs() {
+    DTR_EXPECTS(!in_operator_, "settle_costs() called from inside an operator");
+    if constexpr (deferred_costs<B>) collect_costs(cost_collection::wait);
+}
+
+template <class B, class H>
+void runtime<B, H>::collect_costs(cost_collection mode) {
+    if constexpr (deferred_costs<B>) {
+        backend_.collect_costs([this](cost_t actual) noexcept { apply_cost(actual); }, mode);
+        // Drop the entries handed over; in steady state some are always in flight, so
+        // waiting for the queue to empty would let it grow without bound.
+        if (pending_head_ == pending_costs_.size()) {
+            pending_costs_.clear();
+            pending_head_ = 0;
+        } else if (pending_head_ >= 64 && 2 * pending_head_ >= pending_costs_.size()) {
+            pending_costs_.erase(pending_costs_.begin(),
+                                 pending_costs_.begin() + static_cast<std::ptrdiff_t>(pending_head_));
+            pending_head_ = 0;
+        }
+    }
+}
+
+template <class B, class H>
+void runtime<B, H>::apply_cost(cost_t actual) noexcept {
+    // More results than executions would break the protocol; never pair them with nothing.
+    if (pending_head_ == pending_costs_.size()) return;
+    const pending_cost p = pending_costs_[pending_head_++];
+    if (!p.apply) return;
+    const cost_t delta = actual - p.provisional;
+    // Staleness is measured on the clock: a clock running backwards would make storages
+    // used since look used in the future. An overestimate is kept on the clock only.
+    if (delta > 0) clock_ += delta;
+    (p.remat ? counters_.remat_cost : counters_.compute_cost) += delta;
+    if (p.op == nullptr) return;
+    p.op->cost += delta;
+    p.op->for_each_product([&](storage_t& s) {
+        // A heuristic that indexes the pool by cost sees the change as the storage leaving
+        // and rejoining it, as when its pins change.
+        const bool member = s.pool_hook.is_linked();
+        if (member) hook_on_pool_erase(s);
+        s.compute_cost += delta;
+        if (member) hook_on_pool_insert(s);
+    });
 }
 
 // =====================================================================================
@@ -813,6 +906,9 @@ void runtime<B, H>::destroy_storage(storage_t* s) noexcept {
 
 template <class B, class H>
 void runtime<B, H>::destroy_op(op_t* op) noexcept {
+    if constexpr (deferred_costs<B>)
+        for (std::size_t i = pending_head_; i < pending_costs_.size(); ++i)
+            if (pending_costs_[i].op == op) pending_costs_[i].op = nullptr;
     for (std::uint32_t i = 0; i < op->n_inputs; ++i) {
         edge_t& e = op->in[i];
         if (!e.consumer_hook.is_linked()) continue;

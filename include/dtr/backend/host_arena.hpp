@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief host_arena_backend: host memory carved out of one fixed, aligned region by
+//! dtr::arena, so that fragmentation is physically real.
+//!
+//! Why a second host backend rather than a mode of host_backend. host_backend asks the
+//! global allocator for each block: the operating system hides fragmentation, so a test on
+//! it can never see the budget and the physical layout disagree. A device has one fixed
+//! pool; this backend has one too, allocated once, and places every block in it with the
+//! same best-fit arena the CUDA backend uses. It runs operators exactly like host_backend,
+//! so every host test and operator runs unchanged on a fragmenting allocator. Keeping it a
+//! separate type keeps host_backend's allocate() free of a mode branch and makes the choice
+//! visible in the runtime's type.
+#pragma once
+
+#include <dtr/arena.hpp>
+#include <dtr/concepts.hpp>
+#include <dtr/error.hpp>
+#include <dtr/memory_report.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace dtr {
+
+//! @brief Host memory for dtr::runtime from one region of fixed size.
+//!
+//! The region (the capacity, rounded down to `alignment`) is allocated at construction and
+//! never grows; allocate() places blocks in it best-fit (dtr::arena) and returns nullptr when
+//! no free block is large enough, even if the free bytes would suffice: the runtime then
+//! evicts and retries (counters::allocation_retries). Give the runtime a budget no larger
+//! than the capacity and resident memory stays inside the region, physically.
+//!
+//! used_bytes() and peak_bytes() count the region's bytes in live blocks, requests rounded
+//! up to `alignment` (a zero-byte request takes one unit), which is what the memory really
+//! holds; the runtime's resident_bytes() counts the bytes requested.
+//!
+//! Operators run synchronously on the calling thread; their cost is the wall time of the
+//! body on std::chrono::steady_clock, as for host_backend.
+class host_arena_backend {
+public:
+    using pointer = std::byte*;
+    using const_pointer = const std::byte*;
+
+    //! Alignment of the region and of every block: a cache line.
+    static constexpr std::size_t alignment = 64;
+
+    //! @brief Allocates the region: `capacity` bytes rounded down to `alignment`.
+    //! @throws std::bad_alloc when the host cannot provide it.
+    //! @par Complexity: one call to the global aligned operator new.
+    explicit host_arena_backend(std::size_t capacity)
+        : arena_(capacity, alignment),
+          base_(arena_.capacity() == 0
+                    ? nullptr
+                    : static_cast<pointer>(::operator new(arena_.capacity(), std::align_val_t{alignment}))) {}
+
+    host_arena_backend(host_arena_backend&& other) noexcept
+        : arena_(std::move(other.arena_)), base_(std::exchange(other.base_, nullptr)),
+          refusals_(other.refusals_) {}
+    host_arena_backend& operator=(host_arena_backend&&) = delete;
+    host_arena_backend(const host_arena_backend&) = delete;
+    host_arena_backend& operator=(const host_arena_backend&) = delete;
+    ~host_arena_backend() {
+        if (base_ != nullptr) ::operator delete(base_, std::align_val_t{alignment});
+    }
+
+    //! @brief The best-fit block for `bytes` (aligned to `alignment`), or nullptr when no free
+    //! block is large enough. Zero-byte requests get a distinct block.
+    //! @throws std::bad_alloc only if the arena's bookkeeping cannot grow.
+    //! @par Complexity: O(log blocks).
+    [[nodiscard]] pointer allocate(std::size_t bytes) {
+        const std::optional<std::size_t> offset = arena_.allocate(bytes);
+        if (!offset) {
+            ++refusals_;
+            return nullptr;
+        }
+        return base_ + *offset;
+    }
+
+    //! @brief Returns a block obtained from allocate(bytes). A pointer that is not the start
+    //! of a live block is a bug in the caller: it terminates (the arena throws in a noexcept
+    //! function) rather than corrupt the region.
+    //! @par Complexity: O(log blocks).
+    void deallocate(pointer p, std::size_t /*bytes*/) noexcept {
+        arena_.deallocate(static_cast<std::size_t>(p - base_));
+    }
+
+    //! @brief memcpy between blocks of the region.
+    void copy(pointer dst, const_pointer src, std::size_t bytes) noexcept {
+        if (bytes != 0) std::memcpy(dst, src, bytes);
+    }
+
+    //! @brief Runs `body` and returns its wall time in nanoseconds.
+    template <class Body>
+    cost_t execute(Body&& body) {
+        const auto start = std::chrono::steady_clock::now();
+        body();
+        const auto stop = std::chrono::steady_clock::now();
+        return static_cast<cost_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(stop - start).count());
+    }
+
+    //! @brief The region's layout now (always available: the region is fixed).
+    [[nodiscard]] std::optional<memory_report> memory_info() const noexcept {
+        return report_of(arena_, refusals_);
+    }
+
+    //! @brief Bytes of the region (the constructor's capacity rounded down to `alignment`).
+    [[nodiscard]] std::size_t capacity() const noexcept { return arena_.capacity(); }
+    //! @brief Bytes of the region in live blocks now.
+    [[nodiscard]] std::size_t used_bytes() const noexcept { return arena_.used_bytes(); }
+    //! @brief Highest used_bytes() so far.
+    [[nodiscard]] std::size_t peak_bytes() const noexcept { return arena_.peak_used_bytes(); }
+    //! @brief allocate() calls answered with nullptr so far.
+    [[nodiscard]] std::uint64_t refusals() const noexcept { return refusals_; }
+    //! @brief The allocator, e.g. to walk the blocks (for_each_block) in a test.
+    [[nodiscard]] const arena& layout() const noexcept { return arena_; }
+    //! @brief Start of the region; block addresses are base() + arena offset.
+    [[nodiscard]] const_pointer base() const noexcept { return base_; }
+
+private:
+    arena arena_; // first: base_'s initializer reads its rounded capacity
+    pointer base_;
+    std::uint64_t refusals_ = 0;
+};
+
+static_assert(backend<host_arena_backend>);
+static_assert(reports_memory<host_arena_backend>);
+
+} // namespace dtr
