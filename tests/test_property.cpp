@@ -61,7 +61,10 @@ void check_against(const dtr_test::program_trace& reference, std::uint64_t seed,
          " (reference peak ", hi, ", floor ", lo, ")");
     dtr_test::program_trace t;
     try {
-        t = run_one<Heuristic>(seed, steps, {.budget = budget, .dealloc = dealloc, .mutation = scope});
+        // Whether parameter updates stay recomputable changes memory, never values.
+        const auto updates = budget_rng() % 2 ? dtr::constant_update::constant : dtr::constant_update::rematerializable;
+        t = run_one<Heuristic>(seed, steps,
+                               {.budget = budget, .dealloc = dealloc, .mutation = scope, .constant_updates = updates});
     } catch (const std::exception& e) {
         FAIL("program failed: ", std::string(e.what()));
         return;

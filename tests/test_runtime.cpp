@@ -241,6 +241,18 @@ TEST_CASE("updating a constant keeps it a constant and frees the old version") {
     rt.check_invariants();
 }
 
+TEST_CASE("constant updates can stay recomputable (the simulator's semantics)") {
+    host_rt rt({.budget = 1 << 20, .constant_updates = dtr::constant_update::rematerializable});
+    tensor w = rt.constant(4, fill_with(1));
+    rt.mutate([](host_context& ctx) { ctx.inout(0).data()[0] = std::byte{42}; }, {w}, {0}, 1.0);
+    CHECK(rt.is_rematerializable(w));
+    CHECK(rt.storage_count() == 2); // the old version stays for the new one's recipe
+    REQUIRE(rt.evict(w));
+    CHECK(read(rt, w) == std::vector<std::uint8_t>{42, 2, 3, 4});
+    w.reset();
+    CHECK(rt.storage_count() == 0);
+}
+
 TEST_CASE("eager eviction on release keeps dependents recomputable") {
     host_rt rt({.budget = 1 << 20, .dealloc = dtr::dealloc_policy::eager_evict});
     tensor x = rt.constant(4, fill_with(0));

@@ -40,6 +40,16 @@ enum class mutation_scope : std::uint8_t {
     tensor,
 };
 
+//! @brief What an in-place update of a constant (a parameter) produces.
+enum class constant_update : std::uint8_t {
+    //! A new constant: never evicted, and the old version is freed once nothing computed
+    //! from it remains. Right for training loops, where each step updates the parameters.
+    constant,
+    //! A storage recomputable from the old version (which then stays resident while the
+    //! new one lives): what the DTR simulator does, for faithful replays of its logs.
+    rematerializable,
+};
+
 //! @brief Construction-time settings of a runtime.
 struct runtime_options {
     //! Hard limit on resident bytes (sum of the sizes of resident storages, plus buffers of
@@ -47,6 +57,7 @@ struct runtime_options {
     std::size_t budget = unlimited;
     dealloc_policy dealloc = dealloc_policy::eager_evict;
     mutation_scope mutation = mutation_scope::storage;
+    constant_update constant_updates = constant_update::constant;
 };
 
 //! @brief Per-call settings of runtime::call.

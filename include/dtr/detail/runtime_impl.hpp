@@ -372,10 +372,12 @@ void runtime<B, H>::run(op_t& op, bool remat, std::optional<cost_t> supplied) {
         output_state& o = exec_outputs_[i];
         if (o.alias) {
             if (!remat) {
-                // A view's operator counts towards its storage's cost, as in the simulator.
+                // A view's operator counts towards its storage's cost, and the view is a
+                // use of its storage, as in the simulator.
                 const edge_t& e = op.in[op.out[i].alias_input];
                 storage_t* viewed = e.version >= 0 ? exec_versions_[e.version].target : e.storage;
                 viewed->compute_cost += cost;
+                viewed->accessed = clock_;
             }
         } else if (o.target != nullptr) {
             install(o.target, o.ptr, true, false);
@@ -390,11 +392,13 @@ void runtime<B, H>::run(op_t& op, bool remat, std::optional<cost_t> supplied) {
             continue;
         }
         // A new version of a storage without a recipe (a parameter being updated) gets none
-        // either: recomputing it would pin every older version, and their inputs, forever.
+        // either, unless the options ask for it: recomputing it would pin every older version,
+        // and their inputs, for as long as the chain of updates lives.
         const storage_t* old = op.in[op.ver[k].input].storage;
-        const bool keeps_recipe = old->producer != nullptr;
+        const bool keeps_recipe = old->producer != nullptr ||
+                                  (old->is_constant && options_.constant_updates == constant_update::rematerializable);
         if (!remat && !keeps_recipe) op.ver[k].storage = nullptr;
-        install(v.target, v.ptr, keeps_recipe, old->is_constant);
+        install(v.target, v.ptr, keeps_recipe, old->is_constant && !keeps_recipe);
     }
     if constexpr (deferred_costs<B>) {
         // Only a measured cost is corrected later. The record is worth correcting only on a
@@ -716,6 +720,25 @@ void runtime<B, H>::throw_out_of_memory(std::size_t bytes, bool backend_refused)
         msg << "; the budget allows it but the backend has no block of that size";
     else
         msg << "; nothing evictable is left";
+    if constexpr (reports_memory<B>) {
+        // Tell fragmentation (free bytes enough, no block large enough) from exhaustion.
+        if (const std::optional<memory_report> m = backend_.memory_info()) {
+            d.largest_free = m->largest_free;
+            d.free_total = m->free;
+            const auto old_precision = msg.precision(3);
+            msg << "; backend region of " << m->capacity << " bytes: " << m->free << " bytes free in "
+                << m->free_blocks << (m->free_blocks == 1 ? " block" : " blocks")
+                << ", largest free block " << m->largest_free << " bytes, fragmentation "
+                << 100.0 * m->fragmentation() << "%";
+            msg.precision(old_precision);
+            // The region rounds requests up to its alignment (a zero-byte one takes a unit).
+            const std::size_t a = std::max<std::size_t>(m->alignment, 1);
+            const std::size_t need = bytes == 0 ? a : bytes + (a - bytes % a) % a;
+            if (backend_refused && need >= bytes && m->free >= need)
+                msg << " (the free bytes would hold the " << need
+                    << " bytes needed, but no contiguous block does: fragmentation)";
+        }
+    }
     throw out_of_memory(msg.str(), d);
 }
 
