@@ -10,6 +10,7 @@
 //! - dtr::out_of_memory  the budget (or the device) cannot hold what one operator needs,
 //!                       even after evicting everything evictable. Derives from std::bad_alloc,
 //!                       as RMM's rmm::out_of_memory does, so generic OOM handlers see it.
+//! - dtr::thrashing      recomputation passed the runtime's remat_limit.
 //! - dtr::parse_error    malformed input to a reader (operator logs, graphs): names the
 //!                       source, the line and the problem.
 #pragma once
@@ -56,6 +57,20 @@ public:
 private:
     std::string message_;
     details details_;
+};
+
+//! @brief Recomputation passed runtime_options::remat_limit: the budget is too tight for
+//! the program to make progress at a reasonable cost. Thrown after a rematerialization
+//! completes; the runtime stays consistent and usable (raise the limit or the budget).
+class thrashing : public std::runtime_error {
+public:
+    thrashing(const std::string& message, double remat_cost)
+        : std::runtime_error(message), remat_cost_(remat_cost) {}
+    //! @brief Total rematerialization cost (ns) when the limit was passed.
+    [[nodiscard]] double remat_cost() const noexcept { return remat_cost_; }
+
+private:
+    double remat_cost_;
 };
 
 //! @brief Malformed input to one of the readers (logs, graphs).

@@ -58,6 +58,10 @@ struct runtime_options {
     dealloc_policy dealloc = dealloc_policy::eager_evict;
     mutation_scope mutation = mutation_scope::storage;
     constant_update constant_updates = constant_update::constant;
+    //! Total rematerialization cost (ns) after which the runtime gives up with
+    //! dtr::thrashing instead of recomputing on: a budget too tight for the program makes
+    //! recomputation grow without bound. Default: no limit.
+    cost_t remat_limit = std::numeric_limits<cost_t>::infinity();
 };
 
 //! @brief Per-call settings of runtime::call.

@@ -407,6 +407,12 @@ void runtime<B, H>::run(op_t& op, bool remat, std::optional<cost_t> supplied) {
             pending_costs_.back() = {!remat && op.live > 0 ? &op : nullptr, measured, remat, true};
     }
     exec_op_ = nullptr;
+    if (remat && counters_.remat_cost > options_.remat_limit)
+        throw thrashing("dtr: rematerialization cost " + std::to_string(counters_.remat_cost) +
+                            " ns exceeds the limit of " + std::to_string(options_.remat_limit) +
+                            " ns (runtime_options::remat_limit) while restoring operator #" +
+                            std::to_string(op.id),
+                        counters_.remat_cost);
 }
 
 template <class B, class H>

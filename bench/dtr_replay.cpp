@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: Apache-2.0
+// dtr-replay: replays DTR operator logs through dtr::runtime<sim_backend, H> under budgets,
+// for several heuristics and budget ratios, and reports slowdowns as the DTR paper's
+// simulator does (budget = ratio x peak memory of an unlimited run).
+//
+//   dtr-replay [--heuristic NAME]... [--ratio R]... [--dealloc eager|banish] [--search S]
+//              [--thrash-limit X] [--jobs N] [--json FILE] LOG...
+#include "heuristic_registry.hpp"
+
+#include <dtr/replay/replay.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+struct task {
+    std::size_t log;
+    std::string heuristic;
+    double ratio;
+    dtr::replay::replay_result result;
+};
+
+struct baseline {
+    std::size_t peak = 0;
+    dtr::cost_t compute = 0;
+};
+
+[[noreturn]] void usage(const std::string& problem) {
+    if (!problem.empty()) std::fprintf(stderr, "dtr-replay: %s\n", problem.c_str());
+    std::fprintf(stderr,
+                 "usage: dtr-replay [--heuristic NAME]... [--ratio R]... [--dealloc eager|banish]\n"
+                 "                  [--search S] [--thrash-limit X] [--jobs N] [--json FILE] LOG...\n"
+                 "heuristics: %s\nsearch strategies: %s\n",
+                 dtr_bench::heuristic_names().c_str(), dtr_bench::search_names().c_str());
+    std::exit(2);
+}
+
+std::string json_escape(const std::string& s) {
+    std::string out;
+    for (char c : s) {
+        if (c == '"' || c == '\\') out += '\\';
+        if (static_cast<unsigned char>(c) < 0x20) continue;
+        out += c;
+    }
+    return out;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    std::vector<std::string> heuristics, logs;
+    std::vector<double> ratios;
+    std::string json, search = "exhaustive";
+    dtr::dealloc_policy dealloc = dtr::dealloc_policy::eager_evict;
+    double thrash_limit = 2.0;
+    unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) usage("missing value after " + arg);
+            return argv[++i];
+        };
+        try {
+            if (arg == "--heuristic") heuristics.push_back(value());
+            else if (arg == "--ratio") ratios.push_back(std::stod(value()));
+            else if (arg == "--json") json = value();
+            else if (arg == "--search") search = value();
+            else if (arg == "--thrash-limit") thrash_limit = std::stod(value());
+            else if (arg == "--jobs") jobs = static_cast<unsigned>(std::stoul(value()));
+            else if (arg == "--dealloc") {
+                const std::string d = value();
+                if (d == "eager") dealloc = dtr::dealloc_policy::eager_evict;
+                else if (d == "banish") dealloc = dtr::dealloc_policy::banish;
+                else usage("--dealloc takes eager or banish, not " + d);
+            } else if (arg == "--help" || arg == "-h") usage("");
+            else if (!arg.empty() && arg[0] == '-') usage("unknown option " + arg);
+            else logs.push_back(arg);
+        } catch (const std::invalid_argument&) {
+            usage("not a number after " + arg);
+        }
+    }
+    if (logs.empty()) usage("no LOG given");
+    if (heuristics.empty()) heuristics = dtr_bench::all_heuristics();
+    if (ratios.empty()) ratios = {0.9, 0.7, 0.5, 0.4, 0.3, 0.25, 0.2, 0.15, 0.1};
+    for (const auto& h : heuristics)
+        if (!dtr_bench::known_heuristic(h)) usage("unknown heuristic " + h);
+    if (!dtr_bench::known_search(search)) usage("unknown search strategy " + search);
+    if (jobs == 0) jobs = 1;
+
+    const auto start = std::chrono::steady_clock::now();
+    // Read every log once; a malformed one stops everything with file, line and problem.
+    std::vector<dtr::replay::trace> traces;
+    try {
+        for (const auto& path : logs) traces.push_back(dtr::replay::load_trace(path));
+    } catch (const dtr::parse_error& e) {
+        std::fprintf(stderr, "dtr-replay: %s\n", e.what());
+        return 1;
+    }
+    // Baselines: an unlimited run of each log (no eviction: any heuristic gives the same).
+    // The simulator measures the baseline peak with its banishing runtime, which frees a
+    // constant as soon as nothing refers to it; so do we, for the same budgets.
+    std::vector<baseline> baselines(traces.size());
+    for (std::size_t l = 0; l < traces.size(); ++l) {
+        const auto r = dtr::replay::run_replay<dtr::heuristics::dtr_local>(
+            traces[l], {.dealloc = dtr::dealloc_policy::banish, .thrash_limit = 0, .keep_constants = false});
+        if (r.status != dtr::replay::status::ok) {
+            std::fprintf(stderr, "dtr-replay: %s: the unlimited run failed: %s\n", logs[l].c_str(), r.error.c_str());
+            return 1;
+        }
+        baselines[l] = {r.peak_resident, r.compute};
+    }
+
+    std::vector<task> tasks;
+    for (std::size_t l = 0; l < traces.size(); ++l)
+        for (const auto& h : heuristics)
+            for (double ratio : ratios) tasks.push_back({l, h, ratio, {}});
+    std::atomic<std::size_t> next{0};
+    auto worker = [&] {
+        for (std::size_t i; (i = next.fetch_add(1)) < tasks.size();) {
+            task& t = tasks[i];
+            const baseline& b = baselines[t.log];
+            dtr::replay::replay_options options;
+            options.budget = static_cast<std::size_t>(t.ratio * static_cast<double>(b.peak));
+            options.dealloc = dealloc;
+            options.thrash_limit = thrash_limit;
+            options.baseline_compute = b.compute;
+            t.result = dtr_bench::replay_with(t.heuristic, search, traces[t.log], options);
+        }
+    };
+    std::vector<std::thread> pool;
+    for (unsigned j = 1; j < std::min<std::size_t>(jobs, tasks.size()); ++j) pool.emplace_back(worker);
+    worker();
+    for (auto& th : pool) th.join();
+    const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+    // Table: one row per log and heuristic, one column per ratio.
+    for (std::size_t l = 0; l < traces.size(); ++l) {
+        const std::string name = std::filesystem::path(logs[l]).filename().string();
+        std::printf("\n%s: baseline peak %.1f MB, baseline compute %.2f ms\n", name.c_str(),
+                    static_cast<double>(baselines[l].peak) / 1e6, baselines[l].compute / 1e6);
+        std::printf("%-14s", "heuristic");
+        for (double r : ratios) std::printf(" %7.2f", r);
+        std::printf("\n");
+        for (const auto& h : heuristics) {
+            std::printf("%-14s", h.c_str());
+            for (double r : ratios)
+                for (const task& t : tasks)
+                    if (t.log == l && t.heuristic == h && t.ratio == r) {
+                        if (t.result.status == dtr::replay::status::ok)
+                            std::printf(" %7.4f", t.result.slowdown(baselines[l].compute));
+                        else
+                            std::printf(" %7s", dtr::replay::to_string(t.result.status));
+                    }
+            std::printf("\n");
+        }
+    }
+    std::printf("\n%zu replays of %zu logs in %.2f s wall (%u jobs)\n", tasks.size(), traces.size(), wall_s, jobs);
+
+    if (!json.empty()) {
+        std::ofstream out(json);
+        if (!out) {
+            std::fprintf(stderr, "dtr-replay: cannot write %s\n", json.c_str());
+            return 1;
+        }
+        out << "[\n";
+        for (std::size_t i = 0; i < tasks.size(); ++i) {
+            const task& t = tasks[i];
+            const baseline& b = baselines[t.log];
+            const auto& r = t.result;
+            char slowdown[64];
+            std::snprintf(slowdown, sizeof slowdown, "%.6f", r.slowdown(b.compute));
+            out << "  {\"log\": \"" << json_escape(std::filesystem::path(logs[t.log]).filename().string())
+                << "\", \"heuristic\": \"" << t.heuristic << "\", \"search\": \"" << search
+                << "\", \"ratio\": " << t.ratio << ", \"budget_bytes\": " << r.budget << ", \"status\": \""
+                << dtr::replay::to_string(r.status) << "\", \"slowdown\": " << slowdown
+                << ", \"baseline_compute_ns\": " << static_cast<std::uint64_t>(b.compute)
+                << ", \"baseline_peak_bytes\": " << b.peak << ", \"peak_bytes\": " << r.peak_resident
+                << ", \"evictions\": " << r.stats.evictions << ", \"eager_evictions\": " << r.stats.eager_evictions
+                << ", \"remats\": " << r.stats.rematerializations
+                << ", \"heuristic_evals\": " << r.stats.heuristic_evaluations
+                << ", \"metadata_accesses\": " << r.stats.metadata_accesses
+                << ", \"search_ns\": " << r.stats.victim_search_ns << ", \"wall_ms\": " << r.wall_ms << "}"
+                << (i + 1 < tasks.size() ? "," : "") << "\n";
+        }
+        out << "]\n";
+    }
+    return 0;
+}

@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief Replays a DTR operator log through the real runtime on the simulated backend.
+//!
+//! There is no second simulator: every CALL, MUTATE, COPY and RELEASE of the log becomes the
+//! corresponding dtr::runtime operation on `runtime<sim_backend, H>`, so the figures describe
+//! the code users link. The settings follow the published simulator (simrd) for comparable
+//! numbers; docs/results.md lists the remaining differences.
+#pragma once
+
+#include <dtr/backend/sim.hpp>
+#include <dtr/error.hpp>
+#include <dtr/replay/log_reader.hpp>
+#include <dtr/runtime.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace dtr::replay {
+
+//! @brief A whole log in memory, read once and replayed many times.
+struct trace {
+    std::string source;                  //!< file name as given
+    std::vector<record> records;         //!< from ANNOTATE START on
+    std::vector<std::string> names;      //!< name_id -> tensor name
+    std::vector<std::string> operators;  //!< op_id -> operator name
+    log_statistics stats;
+};
+
+//! @brief Reads a whole log. @throws dtr::parse_error naming file, line and problem.
+inline trace load_trace(const std::filesystem::path& path, log_reader_options options = {}) {
+    log_reader reader = log_reader::open(path, options);
+    trace t;
+    t.source = path.string();
+    record r;
+    while (reader.next(r)) t.records.push_back(std::move(r));
+    t.names.reserve(reader.name_count());
+    for (name_id i = 0; i < reader.name_count(); ++i) t.names.push_back(reader.name(i));
+    for (op_id i = 0; i < reader.op_count(); ++i) t.operators.push_back(reader.op_name(i));
+    t.stats = reader.stats();
+    return t;
+}
+
+//! @brief How a replay ended.
+enum class status : std::uint8_t {
+    ok,     //!< the log ran to the end and its outputs were made resident
+    thrash, //!< total compute passed thrash_limit x the baseline compute
+    oom,    //!< an operator (or an output at the end) could not fit: nothing evictable left
+};
+
+[[nodiscard]] inline const char* to_string(status s) noexcept {
+    return s == status::ok ? "ok" : s == status::thrash ? "thrash" : "oom";
+}
+
+//! @brief Settings of one replay.
+struct replay_options {
+    std::size_t budget = unlimited;
+    dealloc_policy dealloc = dealloc_policy::eager_evict;
+    //! Stop as `thrash` once total compute exceeds this multiple of `baseline_compute`
+    //! (0: never). The simulator's limit is 2: recomputation may cost as much as the run.
+    double thrash_limit = 2.0;
+    cost_t baseline_compute = 0;
+    //! Parameter updates (MUTATE of a constant) stay recomputable, as in the simulator.
+    constant_update constant_updates = constant_update::rematerializable;
+    //! Constants stay resident to the end even when no name refers to them any more (the
+    //! simulator pins them); otherwise they are freed once unreferenced and undepended on.
+    bool keep_constants = true;
+};
+
+//! @brief What one replay measured.
+struct replay_result {
+    replay::status status = status::ok;
+    std::size_t budget = unlimited;
+    cost_t compute = 0;        //!< first executions
+    cost_t remat = 0;          //!< recomputations
+    cost_t forward_compute = 0;//!< first executions before ANNOTATE BACKWARD
+    std::size_t peak_resident = 0;
+    counters stats{};
+    double wall_ms = 0;
+    std::string error;         //!< the out_of_memory message, for oom
+    //! @brief Total compute over `baseline` (the published "slowdown").
+    [[nodiscard]] double slowdown(cost_t baseline) const noexcept {
+        return baseline > 0 ? (compute + remat) / baseline : 0;
+    }
+};
+
+namespace detail {
+
+// Operators of a replay do no work: they only declare their outputs, from the log.
+struct logged_call {
+    const instr::call* call;
+    template <class Ctx>
+    void operator()(Ctx& ctx) const {
+        for (std::size_t i = 0; i < call->results.size(); ++i) {
+            const instr::call_result& r = call->results[i];
+            if (r.is_view())
+                ctx.alias(i, static_cast<std::size_t>(r.alias));
+            else
+                ctx.output(i, static_cast<std::size_t>(r.bytes));
+        }
+    }
+};
+struct logged_mutation {
+    template <class Ctx>
+    void operator()(Ctx&) const {}
+};
+
+} // namespace detail
+
+//! @brief Replays `t` on `runtime<sim_backend, Heuristic>`.
+//!
+//! Mapping: CONSTANT -> runtime::constant; CALL -> runtime::call_n with the logged time as
+//! the supplied cost (fresh results allocate their MEMORY, views alias their argument);
+//! MUTATE -> runtime::mutate under mutation_scope::tensor (only the named argument moves
+//! to the new version, as the log's names are values); COPY -> a second tensor on the same
+//! storage (runtime::view); COPY_FROM -> the destination's tensor is released, then it
+//! becomes a view of the source's; RELEASE -> the handle is dropped (eager eviction). At the
+//! end, every tensor still referenced is made resident and pinned, in order of first
+//! definition of its names, as the simulator does.
+template <class Heuristic>
+replay_result run_replay(const trace& t, const replay_options& options, Heuristic heuristic = Heuristic{}) {
+    using runtime_type = runtime<sim_backend, Heuristic>;
+    const auto start = std::chrono::steady_clock::now();
+    replay_result result;
+    result.budget = options.budget;
+    const cost_t thrash_at =
+        options.thrash_limit > 0 ? options.thrash_limit * options.baseline_compute : 0;
+    runtime_options rt_options{.budget = options.budget,
+                               .dealloc = options.dealloc,
+                               .mutation = mutation_scope::tensor,
+                               .constant_updates = options.constant_updates};
+    // Thrashing is caught inside a rematerialization too: a deep one can cost without bound.
+    if (thrash_at > 0) rt_options.remat_limit = thrash_at - options.baseline_compute;
+    runtime_type rt(rt_options, sim_backend{}, std::move(heuristic));
+    // Each name holds one handle. The simulator's COPY shares one tensor between names and
+    // counts references on it; `value_of` and `refs` keep that identity for the outputs.
+    std::vector<tensor> handle(t.names.size());
+    std::vector<std::uint32_t> value_of(t.names.size(), 0);
+    std::vector<std::uint32_t> refs(1, 0); // value 0: none
+    auto new_value = [&] {
+        refs.push_back(1);
+        return static_cast<std::uint32_t>(refs.size() - 1);
+    };
+    auto drop = [&](name_id n) {
+        --refs[value_of[n]];
+        handle[n].reset();
+    };
+    std::vector<tensor> args, constants;
+    bool backward = false;
+    try {
+        for (const record& rec : t.records) {
+            switch (rec.op.index()) {
+            case 0: { // annotate
+                if (std::get<instr::annotate>(rec.op).what == annotation::backward && !backward) {
+                    backward = true;
+                    result.forward_compute = rt.stats().compute_cost;
+                }
+                break;
+            }
+            case 1: { // constant
+                const auto& c = std::get<instr::constant>(rec.op);
+                handle[c.name] = rt.constant(static_cast<std::size_t>(c.bytes));
+                value_of[c.name] = new_value();
+                if (options.keep_constants) constants.push_back(handle[c.name]);
+                break;
+            }
+            case 2: { // call
+                const auto& c = std::get<instr::call>(rec.op);
+                args.clear();
+                for (name_id a : c.args) args.push_back(handle[a]);
+                auto outs = rt.call_n(c.results.size(), detail::logged_call{&c}, args,
+                                      {.cost = static_cast<cost_t>(c.time_ns)});
+                for (std::size_t i = 0; i < outs.size(); ++i) {
+                    handle[c.results[i].name] = std::move(outs[i]);
+                    value_of[c.results[i].name] = new_value();
+                }
+                break;
+            }
+            case 3: { // mutate
+                const auto& m = std::get<instr::mutate>(rec.op);
+                args.clear();
+                for (name_id a : m.args) args.push_back(handle[a]);
+                rt.mutate(detail::logged_mutation{}, args, m.mutated, static_cast<cost_t>(m.time_ns));
+                args.clear(); // the old versions' last handles may be these copies
+                for (std::uint32_t k : m.mutated) {
+                    const name_id n = m.args[k];
+                    --refs[value_of[n]];
+                    value_of[n] = new_value();
+                }
+                break;
+            }
+            case 4: { // copy
+                const auto& c = std::get<instr::copy>(rec.op);
+                handle[c.dst] = rt.view(handle[c.src]);
+                value_of[c.dst] = value_of[c.src];
+                ++refs[value_of[c.src]];
+                break;
+            }
+            case 5: { // copy_from
+                const auto& c = std::get<instr::copy_from>(rec.op);
+                drop(c.dst);
+                handle[c.dst] = rt.view(handle[c.src]);
+                value_of[c.dst] = value_of[c.src];
+                ++refs[value_of[c.src]];
+                break;
+            }
+            case 6: { // release
+                drop(std::get<instr::release>(rec.op).name);
+                break;
+            }
+            default:
+                break;
+            }
+            if (thrash_at > 0 && rt.stats().compute_cost + rt.stats().remat_cost > thrash_at) {
+                result.status = status::thrash;
+                break;
+            }
+        }
+        if (result.status == status::ok) {
+            // Outputs: every value still referenced, in order of its names' first definition.
+            std::vector<const tensor*> representative(refs.size(), nullptr);
+            for (name_id n = 0; n < handle.size(); ++n)
+                if (handle[n].valid() && representative[value_of[n]] == nullptr)
+                    representative[value_of[n]] = &handle[n];
+            std::vector<typename runtime_type::read_guard> outputs;
+            std::vector<bool> pinned(refs.size(), false);
+            for (name_id n = 0; n < handle.size(); ++n) {
+                const std::uint32_t v = value_of[n];
+                if (v == 0 || refs[v] == 0 || pinned[v] || representative[v] == nullptr) continue;
+                pinned[v] = true;
+                outputs.push_back(rt.pin(*representative[v]));
+            }
+            if (thrash_at > 0 && rt.stats().compute_cost + rt.stats().remat_cost > thrash_at)
+                result.status = status::thrash;
+        }
+    } catch (const out_of_memory& e) {
+        result.status = status::oom;
+        result.error = e.what();
+    } catch (const thrashing&) {
+        result.status = status::thrash;
+    }
+    if (!backward) result.forward_compute = rt.stats().compute_cost;
+    result.compute = rt.stats().compute_cost;
+    result.remat = rt.stats().remat_cost;
+    result.peak_resident = rt.stats().peak_resident_bytes;
+    result.stats = rt.stats();
+    args.clear();
+    handle.clear();
+    constants.clear();
+    result.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    return result;
+}
+
+} // namespace dtr::replay
