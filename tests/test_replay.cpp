@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: Apache-2.0
+// The replay driver: log semantics on small hand-written logs, and the published
+// simulator's figures on the real logs (when ../shared is present).
+#include <dtr/heuristic/dtr_local.hpp>
+#include <dtr/heuristic/lru.hpp>
+#include <dtr/replay/replay.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+dtr::replay::trace trace_of(const std::string& text) {
+    const auto path = std::filesystem::temp_directory_path() /
+                      ("dtr_test_replay_" + std::to_string(std::hash<std::string>{}(text)) + ".log");
+    {
+        std::ofstream out(path);
+        out << text;
+    }
+    auto t = dtr::replay::load_trace(path);
+    std::filesystem::remove(path);
+    return t;
+}
+
+// A chain a -> b -> c of 100-byte tensors, b released after use, c the output.
+const char* chain_log = R"({"INSTRUCTION":"ANNOTATE","ANNOTATION":"START"}
+{"INSTRUCTION":"CONSTANT","NAME":"w"}
+{"INSTRUCTION":"MEMORY","NAME":"w","MEMORY":"100"}
+{"INSTRUCTION":"CALL","NAME":"f","ARGS":["w"],"RESULT":["a"],"TIME":"10"}
+{"INSTRUCTION":"MEMORY","NAME":"a","MEMORY":"100"}
+{"INSTRUCTION":"ALIAS","NAME":"a","ALIAS":"-1"}
+{"INSTRUCTION":"CALL","NAME":"g","ARGS":["a"],"RESULT":["b"],"TIME":"20"}
+{"INSTRUCTION":"MEMORY","NAME":"b","MEMORY":"100"}
+{"INSTRUCTION":"ALIAS","NAME":"b","ALIAS":"-1"}
+{"INSTRUCTION":"CALL","NAME":"v","ARGS":["b"],"RESULT":["bv"],"TIME":"1"}
+{"INSTRUCTION":"MEMORY","NAME":"bv","MEMORY":"100"}
+{"INSTRUCTION":"ALIAS","NAME":"bv","ALIAS":"0"}
+{"INSTRUCTION":"CALL","NAME":"h","ARGS":["bv","a"],"RESULT":["c"],"TIME":"30"}
+{"INSTRUCTION":"MEMORY","NAME":"c","MEMORY":"100"}
+{"INSTRUCTION":"ALIAS","NAME":"c","ALIAS":"-1"}
+{"INSTRUCTION":"RELEASE","NAME":"b"}
+{"INSTRUCTION":"RELEASE","NAME":"bv"}
+{"INSTRUCTION":"ANNOTATE","ANNOTATION":"BACKWARD"}
+{"INSTRUCTION":"COPY","DST":"a2","SRC":"a"}
+{"INSTRUCTION":"RELEASE","NAME":"a"}
+{"INSTRUCTION":"MUTATE","NAME":"add_","ARGS":["a2","c"],"MUTATE":[0],"TIME":"5"}
+)";
+
+} // namespace
+
+TEST_CASE("an unlimited replay computes every operator once") {
+    const auto t = trace_of(chain_log);
+    const auto r = dtr::replay::run_replay<dtr::heuristics::dtr_local>(t, {.thrash_limit = 0});
+    CHECK(r.status == dtr::replay::status::ok);
+    CHECK(r.compute == 66);
+    CHECK(r.forward_compute == 61);
+    CHECK(r.remat == 0);
+    // w, a, b (bv is a view), c, then a2's new version: b is evicted on release first.
+    CHECK(r.peak_resident == 400);
+}
+
+TEST_CASE("a budgeted replay recomputes and reports the slowdown") {
+    // w -> a -> b -> c; d = k(c, a) evicts b; e = m(b) must recompute it.
+    std::string log = "{\"INSTRUCTION\":\"ANNOTATE\",\"ANNOTATION\":\"START\"}\n"
+                      "{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"w\"}\n"
+                      "{\"INSTRUCTION\":\"MEMORY\",\"NAME\":\"w\",\"MEMORY\":\"100\"}\n";
+    auto call = [&](const char* out, const char* args, int time) {
+        log += std::string("{\"INSTRUCTION\":\"CALL\",\"NAME\":\"op\",\"ARGS\":[") + args +
+               "],\"RESULT\":[\"" + out + "\"],\"TIME\":\"" + std::to_string(time) + "\"}\n" +
+               "{\"INSTRUCTION\":\"MEMORY\",\"NAME\":\"" + out + "\",\"MEMORY\":\"100\"}\n" +
+               "{\"INSTRUCTION\":\"ALIAS\",\"NAME\":\"" + out + "\",\"ALIAS\":\"-1\"}\n";
+    };
+    call("a", "\"w\"", 10);
+    call("b", "\"a\"", 20);
+    call("c", "\"b\"", 30);
+    call("d", "\"c\",\"a\"", 40);
+    call("e", "\"b\"", 50);
+    for (const char* n : {"a", "b", "c", "d"})
+        log += std::string("{\"INSTRUCTION\":\"RELEASE\",\"NAME\":\"") + n + "\"}\n";
+    const auto t = trace_of(log);
+    const auto base = dtr::replay::run_replay<dtr::heuristics::dtr_local>(t, {.thrash_limit = 0});
+    CHECK(base.peak_resident == 600);
+    const auto r = dtr::replay::run_replay<dtr::heuristics::dtr_local>(t, {.budget = 400, .baseline_compute = base.compute});
+    CHECK(r.status == dtr::replay::status::ok);
+    CHECK(r.peak_resident <= 400);
+    CHECK(r.stats.rematerializations == 1);
+    CHECK(r.slowdown(base.compute) == doctest::Approx((150.0 + 20.0) / 150.0));
+}
+
+TEST_CASE("an impossible budget is oom, a tight one may thrash") {
+    const auto t = trace_of(chain_log);
+    const auto oom = dtr::replay::run_replay<dtr::heuristics::dtr_local>(t, {.budget = 150, .baseline_compute = 66});
+    CHECK(oom.status == dtr::replay::status::oom);
+    CHECK(oom.error.find("out of memory") != std::string::npos);
+    // A thrash limit below 1 stops at the first operator.
+    const auto thrash = dtr::replay::run_replay<dtr::heuristics::dtr_local>(
+        t, {.budget = 300, .thrash_limit = 0.1, .baseline_compute = 66});
+    CHECK(thrash.status == dtr::replay::status::thrash);
+}
+
+TEST_CASE("malformed logs are parse errors naming file and line") {
+    CHECK_THROWS_AS(trace_of("{\"INSTRUCTION\":\"ANNOTATE\",\"ANNOTATION\":\"START\"}\n{\"INSTRUCTION\":\"RELEASE\"}\n"),
+                    dtr::parse_error);
+    try {
+        trace_of("{\"INSTRUCTION\":\"ANNOTATE\",\"ANNOTATION\":\"START\"}\nnot json\n");
+        FAIL("no parse_error");
+    } catch (const dtr::parse_error& e) {
+        CHECK(e.line() == 2);
+    }
+}
+
+TEST_CASE("the published logs replay as the published simulator reports") {
+    const char* shared = std::getenv("DTR_SHARED");
+    const std::filesystem::path dir = shared ? std::filesystem::path(shared) / "dtr-logs" : std::filesystem::path();
+    if (shared == nullptr || !std::filesystem::exists(dir)) {
+        MESSAGE("skipped: DTR_SHARED/dtr-logs not present");
+        return;
+    }
+    // ResNet-32 with h_DTR^local and LRU: the reference's figures (reference/simrd-paper-logs.json).
+    const auto t = dtr::replay::load_trace(dir / "resnet32-56-9000000000.0-2020-10-1-13-3-30-default.log");
+    const auto base = dtr::replay::run_replay<dtr::heuristics::dtr_local>(
+        t, {.dealloc = dtr::dealloc_policy::banish, .thrash_limit = 0, .keep_constants = false});
+    CHECK(base.peak_resident / 1e6 == doctest::Approx(10061.2).epsilon(1e-5));
+    CHECK(base.compute / 1e6 == doctest::Approx(291.91).epsilon(1e-4));
+    auto at = [&](auto heuristic, double ratio) {
+        return dtr::replay::run_replay<decltype(heuristic)>(
+            t, {.budget = static_cast<std::size_t>(ratio * static_cast<double>(base.peak_resident)),
+                .baseline_compute = base.compute});
+    };
+    CHECK(at(dtr::heuristics::dtr_local{}, 0.9).slowdown(base.compute) == doctest::Approx(1.0131).epsilon(1e-3));
+    CHECK(at(dtr::heuristics::dtr_local{}, 0.5).slowdown(base.compute) == doctest::Approx(1.1965).epsilon(1e-3));
+    CHECK(at(dtr::heuristics::dtr_local{}, 0.4).status == dtr::replay::status::thrash);
+    CHECK(at(dtr::heuristics::dtr_local{}, 0.1).status == dtr::replay::status::oom);
+    CHECK(at(dtr::heuristics::lru{}, 0.7).slowdown(base.compute) == doctest::Approx(1.0952).epsilon(1e-3));
+}
