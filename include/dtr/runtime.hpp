@@ -403,4 +403,6 @@ private:
 
 } // namespace dtr
 
-#include <dtr/detail/runtime_impl.hpp>
+#include <dtr/detail/runtime_calls.hpp>
+#include <dtr/detail/runtime_residency.hpp>
+#include <dtr/detail/runtime_lifetime.hpp>
