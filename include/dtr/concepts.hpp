@@ -25,6 +25,12 @@ namespace dtr {
 //! - `execute(body)`: runs an operator body (a `void()` callable) and returns its cost in
 //!   nanoseconds on the backend's clock. The runtime ignores the result when the caller
 //!   supplied the cost.
+//!
+//! Optional members, detected and used when present (docs/backends.md):
+//! - `memory_info()` (dtr::reports_memory, <dtr/memory_report.hpp>): the layout of a fixed
+//!   region (free bytes, largest free block), reported in dtr::out_of_memory;
+//! - `collect_costs(sink, mode)` (dtr::deferred_costs, <dtr/deferred_cost.hpp>): costs
+//!   measured asynchronously; execute() then returns a provisional cost.
 template <class B>
 concept backend = requires(B& b, typename B::pointer p, typename B::const_pointer cp,
                            std::size_t n, void (*body)()) {

@@ -54,7 +54,7 @@ concept reports_memory = requires(const B& b) {
 //! backend's count of refused allocations.
 //! @par Complexity: O(1).
 template <class Arena>
-[[nodiscard]] memory_report report_of(const Arena& a, std::uint64_t refusals) noexcept {
+[[nodiscard]] memory_report memory_report_of(const Arena& a, std::uint64_t refusals) noexcept {
     memory_report r;
     r.capacity = a.capacity();
     r.alignment = a.alignment();

@@ -108,7 +108,7 @@ public:
 
     //! @brief The region's layout now (always available: the region is fixed).
     [[nodiscard]] std::optional<memory_report> memory_info() const noexcept {
-        return report_of(arena_, refusals_);
+        return memory_report_of(arena_, refusals_);
     }
 
     //! @brief Bytes of the region (the constructor's capacity rounded down to `alignment`).

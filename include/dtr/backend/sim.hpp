@@ -98,7 +98,7 @@ public:
     //! @brief The region's layout with an arena; std::nullopt for the endless address space.
     [[nodiscard]] std::optional<memory_report> memory_info() const noexcept {
         if (!arena_) return std::nullopt;
-        return report_of(*arena_, refusals_);
+        return memory_report_of(*arena_, refusals_);
     }
 
     [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }

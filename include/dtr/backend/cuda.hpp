@@ -1,0 +1,347 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief cuda_backend: CUDA device memory from one region reserved up front, operators on a
+//! user-supplied stream, costs measured with CUDA events and read back lazily.
+//!
+//! Why one region. DTR exists to fit training into device memory, so the budget must hold
+//! physically. Earlier DTR systems counted live bytes while the device allocator underneath
+//! fragmented, and overshot (7.77 GB on a 6 GB budget). Here cudaMalloc is called once, at
+//! construction, and every block is placed in that region by dtr::arena (best fit, 256-byte
+//! alignment): the device never holds more than the region, and when the region is too
+//! fragmented for a request the budget allows, allocate() says so and the runtime evicts and
+//! retries.
+//!
+//! Why lazy costs. Operators enqueue work on the stream and return at once. Learning each
+//! one's cost by synchronizing would serialize host and device. Instead execute() records a
+//! pair of CUDA events around the operator in a ring of slots and returns a provisional
+//! cost: the host time spent enqueueing. collect_costs() (dtr::deferred_costs) later turns
+//! finished event pairs into true costs, in execute() order, and the runtime corrects what it
+//! recorded. The only waits are bounded: when every slot is in flight, the next execute()
+//! waits for the oldest measurement (the device is then more than timing_slots operators
+//! behind the host), and runtime::settle_costs() waits for all of them.
+//!
+//! Only <cuda_runtime_api.h> is needed: this header compiles with the host compiler and links
+//! against cudart. Kernels, compiled by nvcc, are the operators' business.
+#pragma once
+
+#include <dtr/arena.hpp>
+#include <dtr/backend/cuda_error.hpp>
+#include <dtr/backend/device_pointer.hpp>
+#include <dtr/concepts.hpp>
+#include <dtr/deferred_cost.hpp>
+#include <dtr/error.hpp>
+#include <dtr/memory_report.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dtr {
+
+//! @brief Construction-time settings of a cuda_backend beyond its size and stream.
+struct cuda_backend_options {
+    //! Event pairs measuring operators in flight. More slots let the host run further ahead
+    //! of the device before execute() waits for the oldest measurement; 0 turns event
+    //! timing off (costs are then the host's enqueue time, final at once).
+    std::size_t timing_slots = 256;
+};
+
+//! @brief CUDA device memory for dtr::runtime.
+//!
+//! Contract:
+//! - Memory: one region of `capacity` bytes (rounded down to 256) reserved with cudaMalloc
+//!   on the device current at construction, freed at destruction. Blocks are 256-byte
+//!   aligned. allocate() returns a null pointer when no free block is large enough.
+//! - Streams: every operation the backend issues (operator timing, copies) is ordered on
+//!   stream(), and operators must launch their work on it (`ctx.backend().stream()`). A
+//!   freed block is reused at once by the next allocation: stream order is what makes that
+//!   safe, so work touching runtime memory on another stream must first be joined to
+//!   stream() (cudaStreamWaitEvent).
+//! - Device: the device current at construction must be current whenever the backend (or
+//!   the runtime owning it) is used.
+//! - Errors: CUDA failures throw dtr::cuda_error naming the call; failing to reserve the
+//!   region throws dtr::cuda_out_of_memory (a dtr::out_of_memory). A kernel launch that
+//!   fails inside an operator fails that call (the runtime discards its outputs).
+//!
+//! Not thread-safe, like the runtime that owns it. Move-only.
+class cuda_backend {
+public:
+    using pointer = device_pointer<std::byte>;
+    using const_pointer = device_pointer<const std::byte>;
+
+    //! Alignment of every block.
+    static constexpr std::size_t alignment = 256;
+
+    //! @brief Reserves `capacity` bytes (rounded down to 256) on the current device and
+    //! prepares `options.timing_slots` event pairs for measuring operators on `stream`.
+    //! @param stream the stream operators run on; the backend does not own it, and it must
+    //!        outlive the backend (0 is the legacy default stream).
+    //! @throws dtr::logic_error when the capacity is below 256 bytes;
+    //!         dtr::cuda_out_of_memory when the device cannot provide the region;
+    //!         dtr::cuda_error when there is no usable device or the stream is invalid.
+    cuda_backend(std::size_t capacity, cudaStream_t stream, cuda_backend_options options = {})
+        : stream_(stream), arena_(capacity, alignment) {
+        DTR_EXPECTS(arena_.capacity() != 0, "cuda_backend: a region of " + std::to_string(capacity) +
+                                                " bytes holds no 256-byte block");
+        DTR_CUDA_TRY(cudaGetDevice(&device_));
+        // A bad stream fails here, named, rather than at the first operator.
+        if (const cudaError_t e = cudaStreamQuery(stream); e != cudaSuccess && e != cudaErrorNotReady)
+            detail::throw_cuda_error(e, "cudaStreamQuery(stream) (checking the stream given to cuda_backend)",
+                                     __FILE__, __LINE__);
+        reserve_region();
+        try {
+            slots_.resize(options.timing_slots);
+            for (timing_slot& s : slots_) {
+                DTR_CUDA_TRY(cudaEventCreateWithFlags(&s.start, cudaEventDefault));
+                DTR_CUDA_TRY(cudaEventCreateWithFlags(&s.stop, cudaEventDefault));
+            }
+            ready_.reserve(slots_.empty() ? 64 : slots_.size());
+        } catch (...) {
+            release();
+            throw;
+        }
+    }
+
+    cuda_backend(cuda_backend&& other) noexcept
+        : stream_(other.stream_), device_(other.device_), arena_(std::move(other.arena_)),
+          base_(std::exchange(other.base_, nullptr)), slots_(std::move(other.slots_)),
+          head_(std::exchange(other.head_, 0)), in_flight_(std::exchange(other.in_flight_, 0)),
+          ready_(std::move(other.ready_)), refusals_(other.refusals_) {
+        other.slots_.clear();
+        other.ready_.clear();
+    }
+    cuda_backend& operator=(cuda_backend&&) = delete;
+    cuda_backend(const cuda_backend&) = delete;
+    cuda_backend& operator=(const cuda_backend&) = delete;
+
+    //! @brief Waits for the stream (its kernels may still use the region), then frees the
+    //! events and the region. Errors are ignored: a destructor cannot report them, and a
+    //! device that failed has already reported through the calls that saw it.
+    ~cuda_backend() { release(); }
+
+    // ---- the dtr::backend contract --------------------------------------------------------
+
+    //! @brief The best-fit block of the region for `bytes` (256-aligned; a zero-byte request
+    //! gets a distinct block), or a null pointer when no free block is large enough.
+    //! No CUDA call: the region is already reserved.
+    //! @throws std::bad_alloc only if the arena's host-side bookkeeping cannot grow.
+    //! @par Complexity: O(log blocks).
+    [[nodiscard]] pointer allocate(std::size_t bytes) {
+        const std::optional<std::size_t> offset = arena_.allocate(bytes);
+        if (!offset) {
+            ++refusals_;
+            return pointer{};
+        }
+        return pointer(base_ + *offset);
+    }
+
+    //! @brief Returns a block to the region. It may be reused by the next allocate(), which
+    //! is safe for work ordered on stream(). A pointer that is not the start of a live block
+    //! is a bug in the caller and terminates (the arena throws in a noexcept function).
+    //! @par Complexity: O(log blocks).
+    void deallocate(pointer p, std::size_t /*bytes*/) noexcept {
+        arena_.deallocate(static_cast<std::size_t>(p.get() - base_));
+    }
+
+    //! @brief Device-to-device copy, enqueued on stream().
+    //! @throws dtr::cuda_error.
+    void copy(pointer dst, const_pointer src, std::size_t bytes) {
+        if (bytes != 0)
+            DTR_CUDA_TRY(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, stream_));
+    }
+
+    //! @brief Runs the operator body (which enqueues work on stream()), starts a measurement
+    //! of that work with a pair of events, and returns the provisional cost: the host time
+    //! the body took, in nanoseconds. The true cost follows through collect_costs().
+    //! If every timing slot is in flight, first waits for the oldest one to finish.
+    //! @throws dtr::cuda_error when recording an event fails or a launch inside the body
+    //!         failed (cudaGetLastError); whatever the body throws. A throwing execute()
+    //!         starts no measurement.
+    template <class Body>
+    cost_t execute(Body&& body) {
+        // A launch error left pending by code outside the runtime is not this operator's.
+        (void)cudaGetLastError();
+        timing_slot* slot = nullptr;
+        if (!slots_.empty()) {
+            slot = &claim_slot();
+            DTR_CUDA_TRY(cudaEventRecord(slot->start, stream_));
+        }
+        // After claim_slot(): waiting for an old measurement is not this operator's cost.
+        const auto start = std::chrono::steady_clock::now();
+        body();
+        // cudaErrorNotReady is no launch error: an event or stream query inside the body (a
+        // victim search collecting costs) may leave it behind.
+        if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess && e != cudaErrorNotReady)
+            detail::throw_cuda_error(e, "the operator's kernel launches (cudaGetLastError after the body)",
+                                     __FILE__, __LINE__);
+        if (slot != nullptr) DTR_CUDA_TRY(cudaEventRecord(slot->stop, stream_));
+        const auto host = static_cast<cost_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+                .count());
+        if (slot != nullptr)
+            ++in_flight_; // the measurement starts only now that nothing can throw
+        else
+            ready_.push_back(host); // timing off: the provisional cost is final
+        return host;
+    }
+
+    //! @brief Hands the true cost (ns, from the events) of each finished measurement to
+    //! `sink(cost_t)`, oldest first, each once; returns how many (dtr::deferred_costs).
+    //! - routine: does nothing unless half the slots are in flight, then hands over what
+    //!   has finished (one cudaEventQuery per finished slot plus one);
+    //! - ready: hands over everything that has finished, never waits;
+    //! - wait: waits for every measurement in flight, then hands all over.
+    //! @throws dtr::cuda_error when the device reports an error (e.g. a faulting kernel
+    //!         earlier on the stream); measurements not handed over stay pending.
+    template <class Sink>
+    std::size_t collect_costs(Sink&& sink, cost_collection mode) {
+        if (mode != cost_collection::routine || 2 * in_flight_ >= slots_.size())
+            while (in_flight_ != 0 && retire_oldest(mode == cost_collection::wait)) {}
+        const std::size_t handed = ready_.size();
+        for (const cost_t c : ready_) sink(c);
+        ready_.clear();
+        return handed;
+    }
+
+    //! @brief The region's layout now.
+    [[nodiscard]] std::optional<memory_report> memory_info() const noexcept {
+        return memory_report_of(arena_, refusals_);
+    }
+
+    // ---- device access --------------------------------------------------------------------
+
+    //! @brief The stream operators must launch on.
+    [[nodiscard]] cudaStream_t stream() const noexcept { return stream_; }
+    //! @brief The device holding the region.
+    [[nodiscard]] int device() const noexcept { return device_; }
+
+    //! @brief Copies `bytes` host bytes into device memory, ordered on stream(). From
+    //! pageable memory `src` may be reused as soon as this returns; from page-locked memory
+    //! it must stay valid until the stream reaches the copy.
+    //! @throws dtr::cuda_error.
+    void upload(pointer dst, const void* src, std::size_t bytes) {
+        if (bytes != 0)
+            DTR_CUDA_TRY(cudaMemcpyAsync(dst.get(), src, bytes, cudaMemcpyHostToDevice, stream_));
+    }
+
+    //! @brief Copies `bytes` device bytes to host memory after the work already on stream(),
+    //! and waits for it (one stream synchronization).
+    //! @throws dtr::cuda_error.
+    void download(void* dst, const_pointer src, std::size_t bytes) {
+        if (bytes != 0)
+            DTR_CUDA_TRY(cudaMemcpyAsync(dst, src.get(), bytes, cudaMemcpyDeviceToHost, stream_));
+        synchronize();
+    }
+
+    //! @brief Waits for all work on stream(). @throws dtr::cuda_error.
+    void synchronize() { DTR_CUDA_TRY(cudaStreamSynchronize(stream_)); }
+
+    // ---- statistics -----------------------------------------------------------------------
+
+    //! @brief Bytes of the region.
+    [[nodiscard]] std::size_t capacity() const noexcept { return arena_.capacity(); }
+    //! @brief Bytes of the region in live blocks (requests rounded up to 256).
+    [[nodiscard]] std::size_t used_bytes() const noexcept { return arena_.used_bytes(); }
+    //! @brief Highest used_bytes() so far: the device memory the runtime really needed.
+    [[nodiscard]] std::size_t peak_bytes() const noexcept { return arena_.peak_used_bytes(); }
+    //! @brief allocate() calls answered with a null pointer so far.
+    [[nodiscard]] std::uint64_t refusals() const noexcept { return refusals_; }
+    //! @brief Measurements started and not yet finished or handed over.
+    [[nodiscard]] std::size_t measurements_in_flight() const noexcept { return in_flight_; }
+    //! @brief The allocator (e.g. to walk the blocks in a test).
+    [[nodiscard]] const arena& layout() const noexcept { return arena_; }
+    //! @brief Start of the region; block addresses are base() + arena offset.
+    [[nodiscard]] const_pointer base() const noexcept { return const_pointer(base_); }
+
+private:
+    struct timing_slot {
+        cudaEvent_t start = nullptr;
+        cudaEvent_t stop = nullptr;
+    };
+
+    void reserve_region() {
+        void* p = nullptr;
+        const cudaError_t e = cudaMalloc(&p, arena_.capacity());
+        if (e == cudaSuccess) {
+            base_ = static_cast<std::byte*>(p);
+            return;
+        }
+        if (e != cudaErrorMemoryAllocation) detail::throw_cuda_error(e, "cudaMalloc(region)", __FILE__, __LINE__);
+        (void)cudaGetLastError();
+        std::size_t free = 0, total = 0;
+        if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+            (void)cudaGetLastError();
+            free = total = 0;
+        }
+        out_of_memory::details d;
+        d.requested = arena_.capacity();
+        d.free_total = free;
+        throw cuda_out_of_memory("dtr: cuda_backend: cannot reserve a region of " +
+                                     std::to_string(arena_.capacity()) + " bytes on device " +
+                                     std::to_string(device_) + " (" + std::to_string(free) + " of " +
+                                     std::to_string(total) + " bytes free): CUDA error " +
+                                     detail::cuda_error_text(e) + " in cudaMalloc(region) [" +
+                                     detail::cuda_error_location(__FILE__, __LINE__) + ']',
+                                 d);
+    }
+
+    //! The slot for the next measurement; waits for the oldest when all are in flight.
+    timing_slot& claim_slot() {
+        if (in_flight_ == slots_.size()) retire_oldest(true);
+        return slots_[(head_ + in_flight_) % slots_.size()];
+    }
+
+    //! Turns the oldest measurement into a cost in ready_, waiting for it if `wait`;
+    //! false (and nothing changed) when it has not finished and `wait` is false.
+    bool retire_oldest(bool wait) {
+        timing_slot& s = slots_[head_];
+        if (wait) {
+            DTR_CUDA_TRY(cudaEventSynchronize(s.stop));
+        } else if (const cudaError_t e = cudaEventQuery(s.stop); e == cudaErrorNotReady) {
+            return false;
+        } else if (e != cudaSuccess) {
+            detail::throw_cuda_error(e, "cudaEventQuery(stop) (an operator measured earlier)", __FILE__, __LINE__);
+        }
+        float ms = 0.0F;
+        DTR_CUDA_TRY(cudaEventElapsedTime(&ms, s.start, s.stop));
+        ready_.push_back(static_cast<cost_t>(ms) * 1e6); // before the slot is released
+        head_ = (head_ + 1) % slots_.size();
+        --in_flight_;
+        return true;
+    }
+
+    void release() noexcept {
+        if (base_ == nullptr && slots_.empty()) return; // moved from: no CUDA call at all
+        if (base_ != nullptr) (void)cudaStreamSynchronize(stream_);
+        for (timing_slot& s : slots_) {
+            if (s.start != nullptr) (void)cudaEventDestroy(s.start);
+            if (s.stop != nullptr) (void)cudaEventDestroy(s.stop);
+        }
+        slots_.clear();
+        if (base_ != nullptr) (void)cudaFree(base_);
+        base_ = nullptr;
+        (void)cudaGetLastError(); // leave no error of ours pending for the caller
+    }
+
+    cudaStream_t stream_;
+    int device_ = 0;
+    arena arena_;
+    std::byte* base_ = nullptr;
+    std::vector<timing_slot> slots_; //!< ring: [head_, head_ + in_flight_) are in flight
+    std::size_t head_ = 0;
+    std::size_t in_flight_ = 0;
+    std::vector<cost_t> ready_; //!< finished, not yet handed over, oldest first
+    std::uint64_t refusals_ = 0;
+};
+
+static_assert(backend<cuda_backend>, "cuda_backend must model dtr::backend");
+static_assert(deferred_costs<cuda_backend>, "cuda_backend hands over its costs lazily");
+static_assert(reports_memory<cuda_backend>, "cuda_backend reports its region");
+
+} // namespace dtr
