@@ -264,26 +264,23 @@ template <class B, class H>
 void runtime<B, H>::set_budget(std::size_t bytes) {
     DTR_EXPECTS(!in_operator_, "set_budget() called from inside an operator");
     busy_scope busy(*this);
-    const std::size_t old = options_.budget;
-    options_.budget = bytes;
+    // Evict first and change the budget last: any failure on the way keeps the old one.
     while (counters_.resident_bytes > bytes) {
         storage_t* victim = choose_victim();
         if (victim == nullptr) {
-            options_.budget = old;
-            const std::size_t excess = counters_.resident_bytes - bytes;
-            // Report against the requested budget: the excess could not be freed.
             out_of_memory::details d{};
-            d.requested = excess;
+            d.requested = counters_.resident_bytes - bytes; // the excess that could not be freed
             d.budget = bytes;
             d.resident = counters_.resident_bytes;
             throw out_of_memory("dtr: out of memory: cannot lower the budget to " + std::to_string(bytes) +
                                     " bytes: " + std::to_string(counters_.resident_bytes) +
                                     " bytes resident and nothing evictable is left (budget kept at " +
-                                    std::to_string(old) + ")",
+                                    std::to_string(options_.budget) + ")",
                                 d);
         }
         evict_storage(victim, false);
     }
+    options_.budget = bytes;
 }
 
 // =====================================================================================
