@@ -284,6 +284,9 @@ private:
     storage_t* storage_of(const tensor& t) const {
         return static_cast<storage_t*>(node_of(t, "tensor query")->storage);
     }
+    //! Makes sure `count` tensor nodes can be handed out without allocating.
+    void reserve_tensor_nodes(std::size_t count);
+    //! A tensor on `s`; does not allocate after reserve_tensor_nodes(1).
     tensor make_tensor(storage_t* s, std::size_t offset, std::size_t length);
     void release_tensor(detail::tensor_node* node) noexcept override;
     void release_now(detail::tensor_node* node) noexcept;
@@ -388,6 +391,7 @@ private:
     std::vector<storage_t*> examine_queue_;
     detail::tensor_node* deferred_ = nullptr; //!< releases to handle when not busy
     std::vector<frame> frames_;
+    std::vector<detail::tensor_node*> spare_nodes_; //!< owned; see reserve_tensor_nodes
 
     // State of the operator being run (executions never nest).
     op_t* exec_op_ = nullptr;

@@ -28,8 +28,17 @@ detail::tensor_node* runtime<B, H>::node_of(const tensor& t, const char* what) c
 }
 
 template <class B, class H>
+void runtime<B, H>::reserve_tensor_nodes(std::size_t count) {
+    spare_nodes_.reserve(count);
+    while (spare_nodes_.size() < count) spare_nodes_.push_back(new detail::tensor_node{nullptr, nullptr, 0, 0});
+}
+
+template <class B, class H>
 tensor runtime<B, H>::make_tensor(storage_t* s, std::size_t offset, std::size_t length) {
-    auto* node = new detail::tensor_node{this, s, offset, length};
+    reserve_tensor_nodes(1);
+    detail::tensor_node* node = spare_nodes_.back();
+    spare_nodes_.pop_back();
+    *node = detail::tensor_node{this, s, offset, length};
     s->tensors.push_back(*node);
     return tensor(node);
 }
@@ -134,6 +143,9 @@ template <class Init>
 tensor runtime<B, H>::constant(std::size_t bytes, Init&& init) {
     DTR_EXPECTS(!in_operator_, "constant() called from inside an operator");
     busy_scope busy(*this);
+    // Everything that can fail happens before the runtime's state changes.
+    reserve_tensor_nodes(1);
+    auto record = std::unique_ptr<storage_t>(new_storage(bytes));
     const pointer p = allocate(bytes);
     try {
         in_operator_ = true;
@@ -144,7 +156,7 @@ tensor runtime<B, H>::constant(std::size_t bytes, Init&& init) {
         free_memory(p, bytes);
         throw;
     }
-    storage_t* s = new_storage(bytes);
+    storage_t* s = record.release();
     s->ptr = p;
     s->is_resident = true;
     s->is_constant = true;
@@ -180,6 +192,7 @@ void runtime<B, H>::call_impl(Op&& op, std::span<const tensor> inputs, std::size
     if (options.cost) DTR_EXPECTS(*options.cost >= 0, "negative operator cost");
 
     busy_scope busy(*this);
+    reserve_tensor_nodes(outputs); // handing out the outputs after the run cannot fail
     auto record = std::make_unique<op_t>(std::forward<Op>(op), next_op_id_++,
                                          static_cast<std::uint32_t>(inputs.size()),
                                          static_cast<std::uint32_t>(outputs),

@@ -159,6 +159,7 @@ runtime<B, H>::~runtime() {
         deferred_ = node->next_deferred;
         delete node;
     }
+    for (detail::tensor_node* node : spare_nodes_) delete node;
     all_ops_.clear_and_dispose([](op_t* op) { delete op; });
     all_storages_.clear_and_dispose([](storage_t* s) { delete s; });
 }
