@@ -149,9 +149,10 @@ private:
             return static_graph(std::move(nodes), std::move(edges));
         } catch (const dtr::logic_error& e) {
             // The graph's own validation (cycle, duplicate edge) words the problem; drop
-            // the "dtr: " prefix and source location, which point into this header.
+            // its prefixes and source location, which point into the library, not the file.
             std::string what = e.what();
-            if (what.rfind("dtr: ", 0) == 0) what.erase(0, 5);
+            for (const std::string_view prefix : {"dtr: ", "static_graph: "})
+                if (what.rfind(prefix, 0) == 0) what.erase(0, prefix.size());
             if (const auto pos = what.rfind(" ["); pos != std::string::npos) what.erase(pos);
             fail("links", what);
         }

@@ -171,9 +171,12 @@ public:
 
     //! @brief "name (#id)", the way messages name a node.
     [[nodiscard]] std::string describe(node_id v) const {
-        if (v >= nodes_.size()) return "#" + std::to_string(v);
-        return nodes_[v].name.empty() ? "#" + std::to_string(v)
-                                      : nodes_[v].name + " (#" + std::to_string(v) + ")";
+        // Appending (rather than "#" + std::to_string(v)) sidesteps GCC 12's false
+        // -Wrestrict on operator+(const char*, std::string&&) at -O3.
+        std::string id = "#";
+        id += std::to_string(v);
+        if (v >= nodes_.size() || nodes_[v].name.empty()) return id;
+        return nodes_[v].name + " (" + id + ")";
     }
 
 private:

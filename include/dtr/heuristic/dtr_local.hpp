@@ -1,11 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
-//! @brief h_DTR with local cost: c(s) / (m(s) * staleness(s)).
+//! @brief h_DTR^local: c(s) / (m(s) * staleness(s)).
 #pragma once
 
-#include <dtr/concepts.hpp>
-
-#include <limits>
+#include <dtr/heuristic/ablation.hpp>
+#include <dtr/heuristic/cost/local.hpp>
 
 namespace dtr::heuristics {
 
@@ -15,19 +14,11 @@ namespace dtr::heuristics {
 //! O(1) and no metadata beyond the runtime's own.
 //!
 //! score = cost / (size * (now - last_access)); +infinity when the denominator is 0 (a
-//! storage just used, or an empty one), as in the paper's simulator.
-struct dtr_local {
-    struct storage_data {};
+//! storage just used, or an empty one), as in the paper's simulator (`DTRLocal`).
+//!
+//! Choose it when metadata must stay minimal or recomputation chains stay short.
+struct dtr_local : ablation<cost::local, true, true> {
     static constexpr const char* name = "dtr_local";
-
-    template <class Storage>
-    double score(const Storage& s, const heuristic_context& ctx) const noexcept {
-        ctx.count_access();
-        const double denominator =
-            static_cast<double>(s.size()) * static_cast<double>(ctx.now - s.last_access());
-        return denominator > 0 ? static_cast<double>(s.cost()) / denominator
-                               : std::numeric_limits<double>::infinity();
-    }
 };
 
 static_assert(heuristic<dtr_local>);

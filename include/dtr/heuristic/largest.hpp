@@ -11,6 +11,10 @@ namespace dtr::heuristics {
 
 //! @brief Evicts the largest evictable storage (score = 1 / size; empty storages last).
 //! Frees the most memory per eviction and ignores recomputation cost.
+//!
+//! Checked against the published simulator's `LargestStorage` (heuristic/etc.py): exactly
+//! 1 / size, +infinity for an empty storage; it is also the paper's "no cost, size, no
+//! staleness" ablation (AbSize).
 struct largest {
     struct storage_data {};
     static constexpr const char* name = "largest";

@@ -9,6 +9,12 @@ namespace dtr::heuristics {
 
 //! @brief Evicts the storage used longest ago (score = last access time on the runtime
 //! clock). Ignores cost and size; the classic baseline of the DTR paper's evaluation.
+//!
+//! Checked against the published simulator's `LRU` (heuristic/etc.py): it scores
+//! `last_access_int`, the clock at the storage's last use as an operator input,
+//! rematerializations included, or at its creation; that is exactly
+//! storage::last_access() (the runtime also counts a pin() as a use). Ties and a score of
+//! 0 follow the runtime's scan (last lowest wins, 0 stops the scan), as in the simulator.
 struct lru {
     struct storage_data {};
     static constexpr const char* name = "lru";

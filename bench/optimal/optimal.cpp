@@ -1,0 +1,532 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief dtr-optimal: budget sweep of rematerialization planners on static training graphs.
+//!
+//!     dtr-optimal GRAPH.json... [--budgets N] [--time-limit S] [--lp-time-limit S]
+//!                 [--json FILE] [--strategies a,b,...] [--milp-max-nodes N]
+//!                 [--lp-max-nodes N] [--samples K] [--preprocess] [--cpu-time] [--log]
+//!
+//! For each graph: budgets from LB (the largest single-operator footprint, below which no
+//! schedule exists) up to checkpoint-all's peak, evenly spaced; at each budget every strategy
+//! plans, the independent checker verifies the schedule, and the table reports compute
+//! overhead relative to checkpoint-all's cost (1.000 = no recomputation). Figures come only
+//! from the checker: a strategy whose schedule fails the check is reported as such, without
+//! numbers.
+#include "baselines.hpp"
+#include "staged_plan.hpp"
+#include "strategy.hpp"
+#if DTR_OPTIMAL_HAVE_CBC
+#include "checkmate_milp.hpp"
+#endif
+
+#include <dtr/graph/checkmate_reader.hpp>
+#include <dtr/graph/schedule_checker.hpp>
+#include <dtr/graph/static_graph.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace dtr;
+using namespace dtr::optimal;
+using graph::static_graph;
+
+struct options {
+    std::vector<std::string> graphs;
+    std::size_t budgets = 8;
+    double time_limit = 60.0;
+    double lp_time_limit = 600.0;
+    std::string json;
+    std::vector<std::string> strategies;  // empty: all
+    std::size_t milp_max_nodes = 200;
+    std::size_t lp_max_nodes = 400;
+    std::size_t samples = 100;
+    bool log = false;
+    bool preprocess = false;
+    bool cpu_time = false;
+};
+
+[[noreturn]] void usage(const std::string& problem) {
+    std::fprintf(stderr,
+                 "dtr-optimal: %s\n"
+                 "usage: dtr-optimal GRAPH.json... [--budgets N] [--time-limit S] [--lp-time-limit S]\n"
+                 "                   [--json FILE] [--strategies a,b,...] [--milp-max-nodes N]\n"
+                 "                   [--lp-max-nodes N] [--samples K] [--preprocess] [--cpu-time] [--log]\n",
+                 problem.c_str());
+    std::exit(2);
+}
+
+options parse_args(int argc, char** argv) {
+    options o;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        const auto value = [&]() -> std::string {
+            if (i + 1 >= argc) usage("missing value after " + a);
+            return argv[++i];
+        };
+        const auto number = [&](const std::string& v) {
+            char* end = nullptr;
+            const double d = std::strtod(v.c_str(), &end);
+            if (v.empty() || *end != '\0' || !(d >= 0)) usage("bad number for " + a + ": " + v);
+            return d;
+        };
+        if (a == "--budgets") o.budgets = static_cast<std::size_t>(number(value()));
+        else if (a == "--time-limit") o.time_limit = number(value());
+        else if (a == "--lp-time-limit") o.lp_time_limit = number(value());
+        else if (a == "--json") o.json = value();
+        else if (a == "--milp-max-nodes") o.milp_max_nodes = static_cast<std::size_t>(number(value()));
+        else if (a == "--lp-max-nodes") o.lp_max_nodes = static_cast<std::size_t>(number(value()));
+        else if (a == "--samples") o.samples = static_cast<std::size_t>(number(value()));
+        else if (a == "--log") o.log = true;
+        else if (a == "--preprocess") o.preprocess = true;
+        else if (a == "--cpu-time") o.cpu_time = true;
+        else if (a == "--strategies") {
+            std::stringstream ss(value());
+            for (std::string s; std::getline(ss, s, ',');)
+                if (!s.empty()) o.strategies.push_back(s);
+        } else if (a == "--help" || a == "-h") usage("help");
+        else if (!a.empty() && a[0] == '-') usage("unknown option " + a);
+        else o.graphs.push_back(a);
+    }
+    if (o.graphs.empty()) usage("no graph given");
+    if (o.budgets < 1) usage("--budgets must be at least 1");
+    return o;
+}
+
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// ---------------------------------------------------------------------------------------
+// Strategies
+
+outcome from_plan(const plan_point* p, double seconds, const std::string& what) {
+    outcome o;
+    o.seconds = seconds;
+    if (!p) {
+        o.status = "over_budget";
+        o.detail = what;
+        return o;
+    }
+    o.events = p->events;
+    o.detail = what;
+    if (!p->checkpoints.empty()) o.detail += ", " + std::to_string(p->checkpoints.size()) + " checkpoints";
+    return o;
+}
+
+#if DTR_OPTIMAL_HAVE_CBC
+//! The MIP start: the cheapest checked schedule found so far for this graph (by any strategy,
+//! at this budget or a smaller one) that has the frontier-advancing shape and fits the MILP's
+//! memory accounting at this budget.
+std::optional<staged_plan> best_start(const strategy_context& c, std::string* from) {
+    const checked_outcome* best = nullptr;
+    std::optional<staged_plan> plan;
+    std::vector<const checked_outcome*> candidates;
+    for (const auto& e : c.earlier) candidates.push_back(&e);
+    for (const auto& e : c.smaller) candidates.push_back(&e);
+    for (const checked_outcome* ep : candidates) {
+        const auto& e = *ep;
+        if (!e.checked_ok || !e.raw.events || e.peak > c.budget || (best && e.cost >= best->cost)) continue;
+        auto p = from_schedule(c.graph, *e.raw.events);
+        if (!p) continue;
+        auto q = prune_checkpoints(c.graph, std::move(*p));
+        // The MILP accounts memory stage by stage; only a start that fits that accounting
+        // (and the checker) helps CBC.
+        const auto chk = graph::check_schedule(c.graph, to_schedule(c.graph, q), c.budget);
+        if (!chk || milp_peak_memory(c.graph, q) > static_cast<double>(c.budget)) continue;
+        best = &e;
+        plan = std::move(q);
+    }
+    if (best && from) {
+        *from = best->strategy;
+        if (std::find_if(c.earlier.begin(), c.earlier.end(), [&](const checked_outcome& e) { return &e == best; }) ==
+            c.earlier.end())
+            *from += " at a smaller budget";
+    }
+    return plan;
+}
+#endif
+
+std::vector<strategy> make_strategies(const static_graph& g, const options& opt, std::ostream& note) {
+    std::vector<strategy> out;
+    const bool has_backward = std::any_of(g.nodes().begin(), g.nodes().end(),
+                                          [](const graph::node& x) { return x.backward; });
+
+    {
+        // Budget-independent like Chen's plans: evaluated once, offered where it fits.
+        const double t0 = now_s();
+        auto all = std::make_shared<std::vector<plan_point>>(1, evaluate_plan(g, {}));
+        const double seconds = now_s() - t0;
+        out.push_back({"checkpoint_all", [all, seconds](const strategy_context& c) {
+                           return from_plan(best_under(*all, c.budget), seconds, "topological order, free after last use");
+                       }});
+    }
+
+    if (has_backward) {
+        // Chen et al.'s plans do not depend on the budget: compute them once per graph and
+        // pick the best that fits at each budget.
+        const auto ap = articulation_points(g);
+        const auto lin = forward_nodes(g);
+        struct chen_plans {
+            std::vector<plan_point> sqrtn_ap, sqrtn_lin, greedy_ap, greedy_lin;
+            double t_sqrtn_ap = 0, t_sqrtn_lin = 0, t_greedy_ap = 0, t_greedy_lin = 0;
+        };
+        auto plans = std::make_shared<chen_plans>();
+        double t0 = now_s();
+        plans->sqrtn_ap.push_back(evaluate_plan(g, chen_sqrtn_checkpoints(ap)));
+        plans->t_sqrtn_ap = now_s() - t0;
+        t0 = now_s();
+        plans->sqrtn_lin.push_back(evaluate_plan(g, chen_sqrtn_checkpoints(lin)));
+        plans->t_sqrtn_lin = now_s() - t0;
+        t0 = now_s();
+        plans->greedy_ap = chen_greedy_sweep(g, ap);
+        plans->t_greedy_ap = now_s() - t0;
+        t0 = now_s();
+        plans->greedy_lin = chen_greedy_sweep(g, lin);
+        plans->t_greedy_lin = now_s() - t0;
+        note << "  articulation points: " << ap.size() << " of " << lin.size()
+             << " forward nodes; greedy sweep: " << plans->greedy_ap.size() << " (AP) and "
+             << plans->greedy_lin.size() << " (linearized) distinct plans\n";
+        out.push_back({"chen_sqrtn_ap", [plans](const strategy_context& c) {
+                           return from_plan(best_under(plans->sqrtn_ap, c.budget), plans->t_sqrtn_ap, "sqrt(n) over articulation points");
+                       }});
+        out.push_back({"chen_sqrtn_lin", [plans](const strategy_context& c) {
+                           return from_plan(best_under(plans->sqrtn_lin, c.budget), plans->t_sqrtn_lin, "sqrt(n) linearized");
+                       }});
+        out.push_back({"chen_greedy_ap", [plans](const strategy_context& c) {
+                           return from_plan(best_under(plans->greedy_ap, c.budget), plans->t_greedy_ap, "greedy sweep over articulation points");
+                       }});
+        out.push_back({"chen_greedy_lin", [plans](const strategy_context& c) {
+                           return from_plan(best_under(plans->greedy_lin, c.budget), plans->t_greedy_lin, "greedy sweep linearized");
+                       }});
+    }
+
+#if DTR_OPTIMAL_HAVE_CBC
+    const bool milp = g.size() <= opt.milp_max_nodes;
+    const bool lp = g.size() <= opt.lp_max_nodes;
+    if (!milp)
+        note << "  checkmate_milp skipped: " << g.size() << " nodes > --milp-max-nodes "
+             << opt.milp_max_nodes << "\n";
+    if (!lp)
+        note << "  LP strategies skipped: " << g.size() << " nodes > --lp-max-nodes "
+             << opt.lp_max_nodes << "\n";
+    if (lp) {
+        // One LP per budget serves the bound and both roundings; Checkmate rounds an LP
+        // solved at 0.9 x budget when the full-budget LP rounds to nothing that fits.
+        struct lp_cache {
+            std::uint64_t budget = 0;
+            bool valid = false;
+            lp_result at_budget;
+            bool tight_valid = false;
+            lp_result tight;
+        };
+        auto cache = std::make_shared<lp_cache>();
+        const auto get = [&g, &opt, cache](std::uint64_t budget) -> lp_cache& {
+            if (!cache->valid || cache->budget != budget) {
+                cache->budget = budget;
+                cache->at_budget = solve_lp(g, budget, opt.lp_time_limit, opt.log);
+                cache->valid = true;
+                cache->tight_valid = false;
+            }
+            return *cache;
+        };
+        const auto tight = [&g, &opt](lp_cache& c) -> const lp_result& {
+            if (!c.tight_valid) {
+                c.tight = solve_lp(g, static_cast<std::uint64_t>(0.9 * static_cast<double>(c.budget)),
+                                   opt.lp_time_limit, opt.log);
+                c.tight_valid = true;
+            }
+            return c.tight;
+        };
+        out.push_back({"lp_bound", [get](const strategy_context& c) {
+                           auto& lpc = get(c.budget);
+                           outcome o;
+                           o.seconds = lpc.at_budget.seconds;
+                           o.status = lpc.at_budget.solved ? "bound"
+                                      : lpc.at_budget.infeasible ? "infeasible" : "no_solution";
+                           o.bound = lpc.at_budget.bound;
+                           o.detail = std::to_string(lpc.at_budget.size.columns) + " columns, " +
+                                      std::to_string(lpc.at_budget.size.rows) + " rows";
+                           return o;
+                       }});
+        const auto rounding = [get, tight, &g, &opt](bool randomized) {
+            return [get, tight, &g, &opt, randomized](const strategy_context& c) {
+                auto& lpc = get(c.budget);
+                outcome o;
+                o.seconds = lpc.at_budget.seconds;
+                o.bound = lpc.at_budget.bound;
+                const auto attempt = [&](const lp_result& lpr, const std::string& tag) {
+                    const double t0 = now_s();
+                    auto r = randomized ? round_randomized(g, lpr.s, c.budget, opt.samples)
+                                        : round_deterministic(g, lpr.s, c.budget);
+                    o.seconds += now_s() - t0;
+                    if (r.events) {
+                        o.events = std::move(r.events);
+                        o.detail = tag + ", " + r.how + " (" + std::to_string(r.feasible) + "/" +
+                                   std::to_string(r.tried) + " roundings fit)";
+                        return true;
+                    }
+                    o.detail += tag + ": 0/" + std::to_string(r.tried) + " roundings fit; ";
+                    return false;
+                };
+                if (lpc.at_budget.solved && attempt(lpc.at_budget, "LP at budget")) return o;
+                if (lpc.at_budget.infeasible) {
+                    o.status = "infeasible";
+                    return o;
+                }
+                const auto& t = tight(lpc);
+                o.seconds += t.seconds;
+                if (t.solved && attempt(t, "LP at 0.9 x budget")) return o;
+                o.status = "no_solution";
+                return o;
+            };
+        };
+        out.push_back({"lp_round_det", rounding(false)});
+        out.push_back({"lp_round_rand", rounding(true)});
+    }
+    // Last, so that every other strategy's schedule at this budget can be its MIP start.
+    if (milp)
+        out.push_back({"checkmate_milp", [&g, &opt](const strategy_context& c) {
+                           outcome o;
+                           std::string from;
+                           const auto start = best_start(c, &from);
+                           milp_options mo;
+                           mo.time_limit_s = opt.time_limit;
+                           mo.log = opt.log;
+                           mo.preprocess = opt.preprocess;
+                           mo.cpu_time = opt.cpu_time;
+                           mo.start = start ? &*start : nullptr;
+                           const auto r = solve_milp(g, c.budget, mo);
+                           o.status = to_string(r.status);
+                           o.seconds = r.seconds;
+                           o.bound = r.bound;
+                           o.objective = r.objective;
+                           if (r.plan) o.events = to_schedule(g, *r.plan);
+                           o.detail = std::to_string(r.size.binaries) + " binaries, " +
+                                      std::to_string(r.size.rows) + " rows; start: " +
+                                      (r.start_given ? from : std::string("none"));
+                           return o;
+                       }});
+#else
+    (void)opt;
+    note << "  MILP and LP strategies unavailable: built without COIN-OR CBC\n";
+#endif
+    return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// Output
+
+std::string json_string(const std::string& s) {
+    std::string out = "\"";
+    for (const char ch : s) {
+        const auto c = static_cast<unsigned char>(ch);
+        if (c == '"' || c == '\\') { out += '\\'; out += ch; }
+        else if (c < 0x20) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\u%04x", c);
+            out += buf;
+        } else out += ch;
+    }
+    return out + "\"";
+}
+std::string json_number(double d) {
+    if (!std::isfinite(d)) return "null";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.17g", d);
+    return buf;
+}
+
+struct record {
+    std::string file, name;
+    std::size_t nodes = 0, edges = 0;
+    std::uint64_t budget = 0, lb = 0, peak_all = 0;
+    double fraction = 0, cost_all = 0;
+    checked_outcome r;
+};
+
+std::string to_json(const record& x) {
+    const bool ok = x.r.checked_ok;
+    std::string s = "{";
+    s += "\"graph\":" + json_string(x.file) + ",\"name\":" + json_string(x.name);
+    s += ",\"nodes\":" + std::to_string(x.nodes) + ",\"edges\":" + std::to_string(x.edges);
+    s += ",\"lb_bytes\":" + std::to_string(x.lb) + ",\"checkpoint_all_peak_bytes\":" + std::to_string(x.peak_all);
+    s += ",\"checkpoint_all_cost\":" + json_number(x.cost_all);
+    s += ",\"budget_bytes\":" + std::to_string(x.budget) + ",\"budget_fraction\":" + json_number(x.fraction);
+    s += ",\"strategy\":" + json_string(x.r.strategy) + ",\"status\":" + json_string(x.r.raw.status);
+    s += ",\"checked\":" + std::string(ok ? "true" : "false");
+    s += ",\"check_failure\":" + (x.r.raw.events && !ok ? json_string(x.r.check_reason) : std::string("null"));
+    s += ",\"cost\":" + (ok ? json_number(x.r.cost) : "null");
+    s += ",\"overhead\":" + (ok ? json_number(x.r.cost / x.cost_all) : "null");
+    s += ",\"peak_bytes\":" + (ok ? std::to_string(x.r.peak) : "null");
+    s += ",\"seconds\":" + json_number(x.r.raw.seconds);
+    s += ",\"cpu_seconds\":" + json_number(x.r.raw.cpu_seconds);
+    s += ",\"bound\":" + json_number(x.r.raw.bound);
+    s += ",\"bound_overhead\":" + json_number(x.r.raw.bound / x.cost_all);
+    s += ",\"objective\":" + json_number(x.r.raw.objective);
+    s += ",\"gap\":" + (ok && std::isfinite(x.r.raw.bound) && x.r.cost > 0
+                            ? json_number(std::max(0.0, (x.r.cost - x.r.raw.bound) / x.r.cost))
+                            : "null");
+    s += ",\"detail\":" + json_string(x.r.raw.detail) + "}";
+    return s;
+}
+
+// Memory for the table: GB for the model graphs; the random layered graphs use small
+// abstract units, printed as they are.
+bool use_gb = true;
+const char* unit() { return use_gb ? "GB" : "units"; }
+std::string gb(std::uint64_t bytes) {
+    char buf[32];
+    if (use_gb) std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(bytes) / 1e9);
+    else std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(bytes));
+    return buf;
+}
+
+// A table cell: overhead for a checked schedule, else the status.
+std::string cell(const record& x) {
+    char buf[64];
+    if (x.r.checked_ok) {
+        std::snprintf(buf, sizeof buf, "%.4f", x.r.cost / x.cost_all);
+        return buf;
+    }
+    if (x.r.raw.status == "bound") {
+        std::snprintf(buf, sizeof buf, ">=%.4f", x.r.raw.bound / x.cost_all);
+        return buf;
+    }
+    if (x.r.raw.events) return "CHECK_FAILED";
+    if (x.r.raw.status == "over_budget") return "-";
+    return x.r.raw.status;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    const options opt = parse_args(argc, argv);
+    std::vector<record> all;
+    int failures = 0;
+    for (const auto& file : opt.graphs) {
+        graph::checkmate_file f;
+        try {
+            f = graph::read_checkmate_graph(file);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "dtr-optimal: %s\n", e.what());
+            ++failures;
+            continue;
+        }
+        const static_graph g = f.graph.is_topologically_indexed() ? f.graph : f.graph.topologically_indexed();
+        const auto base = graph::check_schedule(g, checkpoint_all(g));
+        if (!base) {
+            std::fprintf(stderr, "dtr-optimal: %s: checkpoint-all fails the check: %s\n", file.c_str(),
+                         base.reason().c_str());
+            ++failures;
+            continue;
+        }
+        const double cost_all = base.cost();
+        const std::uint64_t peak_all = base.peak_memory();
+        const std::uint64_t lb = g.max_footprint();
+        use_gb = peak_all >= 100'000'000;
+        std::ostringstream note;
+        auto strategies = make_strategies(g, opt, note);
+        if (!opt.strategies.empty())
+            std::erase_if(strategies, [&](const strategy& s) {
+                return std::find(opt.strategies.begin(), opt.strategies.end(), s.name) == opt.strategies.end();
+            });
+
+        const std::string base_name = std::filesystem::path(file).filename().string();
+        std::printf("\n== %s (%s): %zu nodes, %zu edges\n", base_name.c_str(), f.name.c_str(), g.size(),
+                    g.edge_count());
+        std::printf("  checkpoint-all: cost %.6g, peak %s %s; LB (largest operator footprint) %s %s\n",
+                    cost_all, gb(peak_all).c_str(), unit(), gb(lb).c_str(), unit());
+        std::printf("%s", note.str().c_str());
+        std::fflush(stdout);
+
+        std::vector<record> rows;
+        std::vector<checked_outcome> smaller;  // checked schedules of the budgets done so far
+        for (std::size_t b = 0; b < opt.budgets; ++b) {
+            const double frac = opt.budgets == 1 ? 1.0 : static_cast<double>(b) / static_cast<double>(opt.budgets - 1);
+            const std::uint64_t budget =
+                b + 1 == opt.budgets ? peak_all
+                                     : lb + static_cast<std::uint64_t>(frac * static_cast<double>(peak_all - lb));
+            std::vector<checked_outcome> done;
+            for (const auto& s : strategies) {
+                checked_outcome c;
+                c.strategy = s.name;
+                const std::clock_t cpu0 = std::clock();
+                try {
+                    c.raw = s.run({g, budget, done, smaller});
+                } catch (const std::exception& e) {
+                    c.raw = outcome{};
+                    c.raw.status = "error";
+                    c.raw.detail = e.what();
+                }
+                c.raw.cpu_seconds = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
+                if (c.raw.events) {
+                    const auto chk = graph::check_schedule(g, *c.raw.events, budget);
+                    c.checked_ok = chk.ok();
+                    if (chk) {
+                        c.cost = chk.cost();
+                        c.peak = chk.peak_memory();
+                    } else {
+                        c.check_reason = chk.reason();
+                        ++failures;
+                        std::fprintf(stderr, "dtr-optimal: %s at budget %s %s: %s schedule FAILED the check: %s\n",
+                                     base_name.c_str(), gb(budget).c_str(), unit(), s.name.c_str(),
+                                     chk.reason().c_str());
+                    }
+                }
+                record x{file, f.name, g.size(), g.edge_count(), budget, lb, peak_all, frac, cost_all, std::move(c)};
+                const auto& r = x.r;
+                std::printf("  budget %s %s (%.3f): %-16s %-12s %-12s %8.2fs wall %8.2fs cpu  %s\n",
+                            gb(budget).c_str(), unit(), frac, r.strategy.c_str(), r.raw.status.c_str(), cell(x).c_str(),
+                            r.raw.seconds, r.raw.cpu_seconds, r.raw.detail.c_str());
+                std::fflush(stdout);
+                done.push_back(x.r);
+                rows.push_back(std::move(x));
+            }
+            for (auto& c : done)
+                if (c.checked_ok) smaller.push_back(std::move(c));
+        }
+
+        // Summary: one row per budget, one column per strategy (overhead vs checkpoint-all).
+        std::printf("\n  %s: compute overhead vs checkpoint-all (cost %.6g); '-' = no plan fits, >= = LP bound\n",
+                    base_name.c_str(), cost_all);
+        std::printf("  %-10s %-6s", use_gb ? "budget GB" : "budget", "frac");
+        for (const auto& s : strategies) std::printf(" %-15s", s.name.c_str());
+        std::printf("\n");
+        for (std::size_t b = 0; b < opt.budgets; ++b) {
+            const auto& first = rows[b * strategies.size()];
+            std::printf("  %-10s %-6.3f", gb(first.budget).c_str(), first.fraction);
+            for (std::size_t k = 0; k < strategies.size(); ++k)
+                std::printf(" %-15s", cell(rows[b * strategies.size() + k]).c_str());
+            std::printf("\n");
+        }
+        std::fflush(stdout);
+        for (auto& x : rows) all.push_back(std::move(x));
+    }
+
+    if (!opt.json.empty()) {
+        std::ofstream out(opt.json);
+        out << "[\n";
+        for (std::size_t i = 0; i < all.size(); ++i) out << "  " << to_json(all[i]) << (i + 1 < all.size() ? ",\n" : "\n");
+        out << "]\n";
+        if (!out) {
+            std::fprintf(stderr, "dtr-optimal: cannot write %s\n", opt.json.c_str());
+            return 1;
+        }
+    }
+    return failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: Apache-2.0
+// Property test of the eviction policies and search strategies: random programs run once
+// without a budget, then under random budgets with each policy and strategy and both
+// release policies. A policy only chooses victims, so every value read must be
+// bit-identical to the reference run, resident bytes must never exceed the budget, and
+// nothing may leak.
+//
+// Environment: DTR_PROPERTY_SEED (default: random, printed), DTR_PROPERTY_PROGRAMS
+// (default: a quarter of the build's property_programs option: this file runs eleven
+// policies per program), DTR_PROPERTY_ONLY=i (replay one program).
+#include "support/random_program.hpp"
+
+#include <dtr/heuristic/by_name.hpp>
+#include <dtr/runtime.hpp>
+#include <dtr/search/by_name.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <type_traits>
+
+#ifndef DTR_PROPERTY_PROGRAMS
+#define DTR_PROPERTY_PROGRAMS 2000
+#endif
+
+namespace {
+
+namespace h = dtr::heuristics;
+namespace search = dtr::search;
+
+std::uint64_t env_or(const char* name, std::uint64_t fallback) {
+    const char* v = std::getenv(name);
+    return v != nullptr && *v != '\0' ? std::strtoull(v, nullptr, 10) : fallback;
+}
+
+std::uint64_t splitmix(std::uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+struct totals {
+    std::uint64_t runs = 0, evictions = 0, remats = 0, ooms = 0, reads = 0;
+};
+
+template <class Heuristic>
+struct is_sampled : std::false_type {};
+template <class H>
+struct is_sampled<search::sampled<H>> : std::true_type {};
+
+//! Seeded policies get the program's seed.
+template <class Heuristic>
+Heuristic make_policy(std::uint64_t seed) {
+    if constexpr (std::is_same_v<Heuristic, h::random>)
+        return Heuristic(seed);
+    else if constexpr (is_sampled<Heuristic>::value)
+        return Heuristic(typename Heuristic::inner_type{}, seed);
+    else
+        return Heuristic{};
+}
+
+template <class Heuristic>
+dtr_test::program_trace run_one(std::uint64_t seed, std::size_t steps, dtr::runtime_options options) {
+    dtr::runtime<dtr::host_backend, Heuristic> rt(options, dtr::host_backend{}, make_policy<Heuristic>(seed));
+    return dtr_test::program_runner<decltype(rt)>(rt, seed, steps).run();
+}
+
+template <class Heuristic>
+void check_against(const dtr_test::program_trace& reference, std::uint64_t seed, std::size_t steps,
+                   dtr::mutation_scope scope, dtr::dealloc_policy dealloc, std::mt19937_64& budget_rng,
+                   totals& sum) {
+    const std::size_t lo = std::min(reference.floor, reference.peak_resident);
+    const std::size_t hi = reference.peak_resident;
+    const std::size_t budget =
+        lo + static_cast<std::size_t>(std::uniform_real_distribution<double>(0, 1)(budget_rng) *
+                                      static_cast<double>(hi - lo));
+    const char* policy = dealloc == dtr::dealloc_policy::eager_evict ? "eager_evict" : "banish";
+    INFO("heuristic=", std::string(Heuristic::name), " dealloc=", std::string(policy), " budget=", budget,
+         " (reference peak ", hi, ", floor ", lo, ")");
+    dtr_test::program_trace t;
+    try {
+        t = run_one<Heuristic>(seed, steps, {.budget = budget, .dealloc = dealloc, .mutation = scope});
+    } catch (const std::exception& e) {
+        FAIL("program failed: ", std::string(e.what()));
+        return;
+    }
+    CHECK(t.sizes == reference.sizes);
+    CHECK(t.reads == reference.reads);
+    if (t.ooms == 0) {
+        CHECK(t.peak_resident <= budget);
+        CHECK(t.backend_peak <= budget);
+    }
+    ++sum.runs;
+    sum.evictions += t.evictions;
+    sum.remats += t.remats;
+    sum.ooms += t.ooms;
+    sum.reads += t.reads.size();
+}
+
+} // namespace
+
+TEST_CASE("random programs read the same values under every eviction policy and search strategy") {
+    const std::uint64_t seed = env_or("DTR_PROPERTY_SEED", std::random_device{}());
+    const std::uint64_t programs = env_or("DTR_PROPERTY_PROGRAMS", (DTR_PROPERTY_PROGRAMS + 3) / 4);
+    const std::uint64_t only = env_or("DTR_PROPERTY_ONLY", ~0ULL);
+    std::printf("property test (policies): seed %llu, %llu programs (replay: DTR_PROPERTY_SEED=%llu)\n",
+                static_cast<unsigned long long>(seed), static_cast<unsigned long long>(programs),
+                static_cast<unsigned long long>(seed));
+    totals sum;
+    std::uint64_t ran = 0;
+    for (std::uint64_t p = 0; p < programs; ++p) {
+        if (only != ~0ULL && p != only) continue;
+        const std::uint64_t program_seed = splitmix(seed ^ splitmix(p));
+        const std::size_t steps = 30 + program_seed % 170;
+        const auto scope = (program_seed >> 20) % 2 ? dtr::mutation_scope::storage : dtr::mutation_scope::tensor;
+        INFO("replay: DTR_PROPERTY_SEED=", seed, " DTR_PROPERTY_ONLY=", p);
+        dtr_test::program_trace reference;
+        try {
+            reference = run_one<h::dtr_local>(program_seed, steps, {.mutation = scope});
+        } catch (const std::exception& e) {
+            FAIL("reference run failed: ", std::string(e.what()));
+            continue;
+        }
+        REQUIRE(reference.ooms == 0);
+        std::mt19937_64 budget_rng(program_seed);
+        for (auto dealloc : {dtr::dealloc_policy::eager_evict, dtr::dealloc_policy::banish}) {
+            auto check = [&](auto tag) {
+                check_against<typename decltype(tag)::type>(reference, program_seed, steps, scope, dealloc,
+                                                            budget_rng, sum);
+            };
+            using std::type_identity;
+            check(type_identity<h::dtr>{});
+            check(type_identity<h::dtr_eqclass>{});
+            check(type_identity<h::msps>{});
+            check(type_identity<h::random>{});
+            check(type_identity<h::dtr_reduced>{});
+            check(type_identity<h::ablation<h::cost::none, true, true>>{});
+            check(type_identity<search::sampled<h::dtr_eqclass>>{});
+            check(type_identity<search::skip_small<h::dtr>>{});
+            check(type_identity<search::indexed<h::dtr_eqclass>>{});
+            check(type_identity<search::indexed<h::dtr>>{});
+            check(type_identity<search::indexed<h::msps>>{});
+        }
+        ++ran;
+    }
+    std::printf("property test (policies): %llu programs, %llu budgeted runs, %llu values compared, %llu "
+                "evictions, %llu rematerializations, %llu out_of_memory recovered\n",
+                static_cast<unsigned long long>(ran), static_cast<unsigned long long>(sum.runs),
+                static_cast<unsigned long long>(sum.reads), static_cast<unsigned long long>(sum.evictions),
+                static_cast<unsigned long long>(sum.remats), static_cast<unsigned long long>(sum.ooms));
+    CHECK(sum.evictions > 0);
+    CHECK(sum.remats > 0);
+}

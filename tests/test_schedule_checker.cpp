@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: Apache-2.0
+// The schedule checker, and the bench planners that feed it (checkpoint-all, Chen et al.,
+// Checkmate's staged form), on hand-made graphs whose optimal costs are worked out below.
+#include <dtr/graph/schedule.hpp>
+#include <dtr/graph/schedule_checker.hpp>
+#include <dtr/graph/static_graph.hpp>
+
+#include "../bench/optimal/baselines.hpp"
+#include "../bench/optimal/exhaustive.hpp"
+#include "../bench/optimal/staged_plan.hpp"
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+using dtr::graph::check_failure;
+using dtr::graph::check_schedule;
+using dtr::graph::edge;
+using dtr::graph::node;
+using dtr::graph::schedule;
+using dtr::graph::static_graph;
+
+namespace {
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// Six nodes, every output 100 bytes:
+//   f0 -> f1 -> f2 -> b2 -> b1 -> b0,  f1 -> b2,  f0 -> b1
+// costs f0 = 2, f1 = 10, everything else 1 (total 16).
+// - Checkpoint-all peaks at 400 bytes (f0, f1, f2, b2 while b2 runs).
+// - LB = 300: b2 needs f1, f2 and itself; b1 needs b2, f0 and itself.
+// - At 300 bytes f0 cannot be resident while b2 runs, yet b1 (after b2) reads it: every
+//   schedule recomputes f0 once, and that suffices, so the optimum is 16 + 2 = 18.
+static_graph six() {
+    std::vector<node> n = {{"f0", 2, 100, false}, {"f1", 10, 100, false}, {"f2", 1, 100, false},
+                           {"b2", 1, 100, true},  {"b1", 1, 100, true},   {"b0", 1, 100, true}};
+    return {n, {{0, 1}, {1, 2}, {2, 3}, {1, 3}, {3, 4}, {0, 4}, {4, 5}}};
+}
+
+schedule events(const std::vector<std::pair<char, std::size_t>>& list) {
+    schedule s;
+    for (const auto& [k, v] : list) {
+        if (k == 'c') s.compute(v);
+        else s.free(v);
+    }
+    return s;
+}
+
+// A VGG-shaped training chain with k forward layers (ids 0..k-1), the loss (k) and the
+// gradients g_{k-1}..g_0 (ids k+1..2k): g_i reads f_i, f_{i+1} (the loss for the last
+// layer) and g_{i+1}. Outputs are 100 bytes; f_i costs i+1, loss and gradients 1.
+static_graph chain(std::size_t k) {
+    std::vector<node> n;
+    std::vector<edge> e;
+    for (std::size_t i = 0; i < k; ++i) n.push_back({std::string("f").append(std::to_string(i)), double(i + 1), 100, false});
+    n.push_back({"loss", 1, 100, true});
+    for (std::size_t i = k; i-- > 0;) n.push_back({std::string("g").append(std::to_string(i)), 1, 100, true});
+    const auto g = [k](std::size_t i) { return 2 * k - i; };  // id of g_i
+    for (std::size_t i = 0; i + 1 < k; ++i) e.push_back({i, i + 1});
+    e.push_back({k - 1, k});
+    for (std::size_t i = 0; i < k; ++i) {
+        e.push_back({i, g(i)});
+        e.push_back({i + 1 < k ? i + 1 : k, g(i)});
+        if (i + 1 < k) e.push_back({g(i + 1), g(i)});
+    }
+    return {n, e};
+}
+
+} // namespace
+
+TEST_CASE("the checker accepts valid schedules and recomputes cost and peak") {
+    const auto g = six();
+    const auto all = events({{'c', 0}, {'c', 1}, {'c', 2}, {'c', 3}, {'f', 1}, {'f', 2}, {'c', 4},
+                             {'f', 0}, {'f', 3}, {'c', 5}, {'f', 4}, {'f', 5}});
+    const auto r = check_schedule(g, all);
+    REQUIRE(r.ok());
+    CHECK(r.reason() == "ok");
+    CHECK(r.cost() == doctest::Approx(16));
+    CHECK(r.peak_memory() == 400);
+    CHECK(r.peak_event() == 3);
+    CHECK(r.computations() == 6);
+    CHECK(r.recomputations() == 0);
+    CHECK(check_schedule(g, all, 400).ok());
+
+    // The hand-made optimum at LB: drop f0 early, recompute it after b2.
+    const auto tight = events({{'c', 0}, {'c', 1}, {'f', 0}, {'c', 2}, {'c', 3}, {'f', 2}, {'f', 1},
+                               {'c', 0}, {'c', 4}, {'f', 3}, {'f', 0}, {'c', 5}});
+    const auto t = check_schedule(g, tight, 300);
+    REQUIRE(t.ok());
+    CHECK(t.cost() == doctest::Approx(18));
+    CHECK(t.peak_memory() == 300);
+    CHECK(t.recomputations() == 1);
+}
+
+TEST_CASE("the checker rejects with event, node and reason, and reports no figures") {
+    const auto g = six();
+    const auto all = events({{'c', 0}, {'c', 1}, {'c', 2}, {'c', 3}, {'f', 1}, {'f', 2}, {'c', 4},
+                             {'f', 0}, {'f', 3}, {'c', 5}});
+
+    const auto over = check_schedule(g, all, 399);
+    CHECK_FALSE(over.ok());
+    CHECK(over.failure() == check_failure::over_budget);
+    CHECK(over.event_index() == 3);
+    CHECK(over.node() == 3);
+    CHECK(over.needed_bytes() == 400);
+    CHECK(contains(over.reason(), "event 3: compute b2 (#3) needs 400 bytes"));
+    CHECK(contains(over.reason(), "1 bytes over the budget of 399"));
+    CHECK_THROWS_AS((void)over.cost(), dtr::logic_error);
+    CHECK_THROWS_AS((void)over.peak_memory(), dtr::logic_error);
+
+    const auto missing = check_schedule(g, events({{'c', 1}}));
+    CHECK(missing.failure() == check_failure::missing_input);
+    CHECK(missing.event_index() == 0);
+    CHECK(missing.node() == 1);
+    CHECK(missing.missing() == 0);
+    CHECK(contains(missing.reason(), "compute f1 (#1): input f0 (#0) is not resident"));
+
+    // An input freed too early is as missing as one never computed.
+    const auto early = check_schedule(g, events({{'c', 0}, {'c', 1}, {'f', 1}, {'c', 2}}));
+    CHECK(early.failure() == check_failure::missing_input);
+    CHECK(early.event_index() == 3);
+
+    const auto twice = check_schedule(g, events({{'c', 0}, {'c', 0}}));
+    CHECK(twice.failure() == check_failure::already_resident);
+    CHECK(twice.event_index() == 1);
+
+    const auto not_resident = check_schedule(g, events({{'c', 0}, {'f', 0}, {'f', 0}}));
+    CHECK(not_resident.failure() == check_failure::not_resident);
+    CHECK(not_resident.event_index() == 2);
+    CHECK(contains(not_resident.reason(), "free f0 (#0): the tensor is not resident"));
+
+    const auto unknown = check_schedule(g, events({{'c', 9}}));
+    CHECK(unknown.failure() == check_failure::unknown_node);
+
+    // Stops before the last gradient: training did not finish.
+    const auto unfinished = check_schedule(g, events({{'c', 0}, {'c', 1}, {'c', 2}, {'c', 3}, {'c', 4}}));
+    CHECK(unfinished.failure() == check_failure::never_computed);
+    CHECK(unfinished.node() == 5);
+    CHECK(unfinished.event_index() == 5);
+    CHECK(contains(unfinished.reason(), "b0 (#5) was never computed"));
+
+    CHECK_FALSE(check_schedule(g, schedule{}).ok());
+    CHECK(check_schedule(static_graph{}, schedule{}).ok());
+}
+
+TEST_CASE("checkpoint-all frees after last use and sets the peak") {
+    const auto g = six();
+    const auto s = dtr::optimal::checkpoint_all(g);
+    CHECK(s == events({{'c', 0}, {'c', 1}, {'c', 2}, {'c', 3}, {'f', 1}, {'f', 2}, {'c', 4}, {'f', 0},
+                       {'f', 3}, {'c', 5}, {'f', 4}, {'f', 5}}));
+    const auto r = check_schedule(g, s);
+    REQUIRE(r.ok());
+    CHECK(r.cost() == doctest::Approx(g.total_compute_cost()));
+    CHECK(r.peak_memory() == 400);
+}
+
+TEST_CASE("Chen et al. on a chain: sqrt(n) checkpoints and one recomputation per segment") {
+    const auto g = chain(4);  // f0..f3, loss, g3..g0; forward costs 1..4, total 15
+    REQUIRE(g.size() == 9);
+    const auto fwd = dtr::optimal::forward_nodes(g);
+    CHECK(dtr::optimal::articulation_points(g) == fwd);  // a chain: every node separates
+    const auto k = dtr::optimal::chen_sqrtn_checkpoints(fwd);
+    CHECK(k == std::vector<std::size_t>{1, 3});  // every 2nd of 4 candidates
+
+    // Forward: f0 and f2 (not checkpoints, before the last one) are dropped. Backward: g2
+    // recomputes f2 from checkpoint f1, g0 recomputes f0; each once.
+    const auto p = dtr::optimal::evaluate_plan(g, k);
+    const auto r = check_schedule(g, p.events);
+    REQUIRE(r.ok());
+    CHECK(r.recomputations() == 2);
+    CHECK(r.cost() == doctest::Approx(15 + 1 + 3));
+    const auto all = check_schedule(g, dtr::optimal::checkpoint_all(g));
+    CHECK(r.peak_memory() < all.peak_memory());
+    CHECK(check_schedule(g, p.events, p.peak).ok());
+    CHECK_FALSE(check_schedule(g, p.events, p.peak - 1).ok());
+
+    // Greedy (segment budget b): the running sum of outputs passes b at f1 and f3 for b = 150,
+    // at f2 for b = 250; b = 0 checkpoints everything, i.e. checkpoint-all.
+    CHECK(dtr::optimal::chen_greedy_checkpoints(g, fwd, 150) == std::vector<std::size_t>{1, 3});
+    CHECK(dtr::optimal::chen_greedy_checkpoints(g, fwd, 250) == std::vector<std::size_t>{2});
+    CHECK(dtr::optimal::chen_greedy_checkpoints(g, fwd, 0) == fwd);
+    const auto sweep = dtr::optimal::chen_greedy_sweep(g, fwd);
+    const auto* best_at_peak = dtr::optimal::best_under(sweep, all.peak_memory());
+    REQUIRE(best_at_peak);
+    CHECK(best_at_peak->cost == doctest::Approx(15));
+    for (const auto& q : sweep) CHECK(check_schedule(g, q.events, q.peak).ok());
+    CHECK(dtr::optimal::best_under(sweep, g.max_footprint() - 1) == nullptr);
+}
+
+TEST_CASE("articulation points skip nodes bypassed by a branch") {
+    // f0 -> {f1, f2} -> f3 -> loss: f1 and f2 do not separate the graph.
+    std::vector<node> n = {{"f0", 1, 1, false}, {"f1", 1, 1, false}, {"f2", 1, 1, false},
+                           {"f3", 1, 1, false}, {"loss", 1, 1, true}};
+    const static_graph g(n, {{0, 1}, {0, 2}, {1, 3}, {2, 3}, {3, 4}});
+    CHECK(dtr::optimal::articulation_points(g) == std::vector<std::size_t>{0, 3});
+}
+
+TEST_CASE("Checkmate's staged form round-trips and matches the hand-made optimum") {
+    const auto g = six();
+    const auto tight = events({{'c', 0}, {'c', 1}, {'f', 0}, {'c', 2}, {'c', 3}, {'f', 2}, {'f', 1},
+                               {'c', 0}, {'c', 4}, {'f', 3}, {'f', 0}, {'c', 5}});
+    std::string why;
+    const auto plan = dtr::optimal::from_schedule(g, tight, &why);
+    REQUIRE_MESSAGE(plan, why);
+    CHECK(plan->r(4, 0));       // f0 recomputed in b1's stage
+    CHECK_FALSE(plan->s(4, 0)); // and not kept before it
+    CHECK(plan->cost(g) == doctest::Approx(18));
+    const auto again = dtr::optimal::to_schedule(g, dtr::optimal::minimal_recomputation(g, *plan));
+    const auto r = check_schedule(g, again, 300);
+    REQUIRE(r.ok());
+    CHECK(r.cost() == doctest::Approx(18));
+    CHECK(dtr::optimal::milp_peak_memory(g, *plan) == doctest::Approx(300));
+
+    // A useless checkpoint (f0 kept into b2's stage, which does not read it) forces f0's
+    // recomputation in stage 2 and, in the MILP's accounting, 400 bytes; pruning undoes both.
+    auto junk = *plan;
+    junk.set_s(3, 0, true);
+    junk = dtr::optimal::minimal_recomputation(g, junk);
+    CHECK(junk.cost(g) == doctest::Approx(20));
+    CHECK(dtr::optimal::milp_peak_memory(g, junk) == doctest::Approx(400));
+    const auto pruned = dtr::optimal::prune_checkpoints(g, junk);
+    CHECK_FALSE(pruned.s(3, 0));
+    CHECK(pruned.cost(g) == doctest::Approx(18));
+    CHECK(dtr::optimal::milp_peak_memory(g, pruned) == doctest::Approx(300));
+
+    // A schedule that computes b2 before f2 has no frontier-advancing form.
+    CHECK_FALSE(dtr::optimal::from_schedule(g, events({{'c', 0}, {'c', 1}, {'c', 3}}), &why));
+    CHECK(contains(why, "before the first computation of f2 (#2)"));
+
+    // Exhaustive search over S (the MILP's optimum, without a solver).
+    const auto at_lb = dtr::optimal::exhaustive_optimum(g, 300);
+    REQUIRE(at_lb);
+    CHECK(at_lb->cost(g) == doctest::Approx(18));
+    CHECK(check_schedule(g, dtr::optimal::to_schedule(g, *at_lb), 300).ok());
+    const auto at_peak = dtr::optimal::exhaustive_optimum(g, 400);
+    REQUIRE(at_peak);
+    CHECK(at_peak->cost(g) == doctest::Approx(16));
+    CHECK_FALSE(dtr::optimal::exhaustive_optimum(g, 299));
+}
+
+TEST_CASE("every staged plan's executed peak is within the MILP's memory accounting") {
+    // All 2^15 checkpoint matrices of the six-node graph: the events Checkmate's executor
+    // produces always pass the checker, cost what the plan says, and never need more memory
+    // than the MILP's U accounts for (it may hold an unused checkpoint for a whole stage).
+    const auto g = six();
+    std::vector<std::pair<std::size_t, std::size_t>> cells;
+    for (std::size_t t = 1; t < g.size(); ++t)
+        for (std::size_t i = 0; i < t; ++i) cells.emplace_back(t, i);
+    std::size_t checked = 0;
+    for (std::uint64_t mask = 0; mask < (std::uint64_t{1} << cells.size()); mask += 7) {
+        dtr::optimal::staged_plan p(g.size());
+        for (std::size_t b = 0; b < cells.size(); ++b)
+            if (mask >> b & 1U) p.set_s(cells[b].first, cells[b].second, true);
+        p = dtr::optimal::minimal_recomputation(g, std::move(p));
+        const auto r = check_schedule(g, dtr::optimal::to_schedule(g, p));
+        REQUIRE_MESSAGE(r.ok(), r.reason());
+        CHECK(r.cost() == doctest::Approx(p.cost(g)));
+        CHECK(static_cast<double>(r.peak_memory()) <= dtr::optimal::milp_peak_memory(g, p) + 1e-9);
+        ++checked;
+    }
+    CHECK(checked > 4000);
+}
