@@ -4,7 +4,13 @@
 // simulator does (budget = ratio x peak memory of an unlimited run).
 //
 //   dtr-replay [--heuristic NAME]... [--ratio R]... [--dealloc eager|banish] [--search S]
-//              [--thrash-limit X] [--jobs N] [--json FILE] LOG...
+//              [--thrash-limit X] [--seed N] [--jobs N] [--json FILE] LOG...
+//
+// Heuristics and search strategies are the library's (dtr::heuristics::with_heuristic,
+// dtr::search::with_strategy). Without --heuristic, the named policies run (dtr, dtr_eqclass,
+// dtr_local, msps, lru, largest, random). Randomized policies (random, --search sampled) use
+// their fixed default seeds unless --seed is given: every replay of a cell starts from the
+// same seed, so results do not depend on --jobs.
 #include "heuristic_registry.hpp"
 
 #include <dtr/replay/replay.hpp>
@@ -17,6 +23,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,7 +46,7 @@ struct baseline {
     if (!problem.empty()) std::fprintf(stderr, "dtr-replay: %s\n", problem.c_str());
     std::fprintf(stderr,
                  "usage: dtr-replay [--heuristic NAME]... [--ratio R]... [--dealloc eager|banish]\n"
-                 "                  [--search S] [--thrash-limit X] [--jobs N] [--json FILE] LOG...\n"
+                 "                  [--search S] [--thrash-limit X] [--seed N] [--jobs N] [--json FILE] LOG...\n"
                  "heuristics: %s\nsearch strategies: %s\n",
                  dtr_bench::heuristic_names().c_str(), dtr_bench::search_names().c_str());
     std::exit(2);
@@ -64,6 +71,7 @@ int main(int argc, char** argv) {
     dtr::dealloc_policy dealloc = dtr::dealloc_policy::eager_evict;
     double thrash_limit = 2.0;
     unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
+    std::optional<std::uint64_t> seed;
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
         auto value = [&]() -> std::string {
@@ -76,6 +84,7 @@ int main(int argc, char** argv) {
             else if (arg == "--json") json = value();
             else if (arg == "--search") search = value();
             else if (arg == "--thrash-limit") thrash_limit = std::stod(value());
+            else if (arg == "--seed") seed = std::stoull(value(), nullptr, 0);
             else if (arg == "--jobs") jobs = static_cast<unsigned>(std::stoul(value()));
             else if (arg == "--dealloc") {
                 const std::string d = value();
@@ -87,14 +96,22 @@ int main(int argc, char** argv) {
             else logs.push_back(arg);
         } catch (const std::invalid_argument&) {
             usage("not a number after " + arg);
+        } catch (const std::out_of_range&) {
+            usage("number out of range after " + arg);
         }
     }
     if (logs.empty()) usage("no LOG given");
     if (heuristics.empty()) heuristics = dtr_bench::all_heuristics();
     if (ratios.empty()) ratios = {0.9, 0.7, 0.5, 0.4, 0.3, 0.25, 0.2, 0.15, 0.1};
-    for (const auto& h : heuristics)
-        if (!dtr_bench::known_heuristic(h)) usage("unknown heuristic " + h);
-    if (!dtr_bench::known_search(search)) usage("unknown search strategy " + search);
+    if (!dtr_bench::known_search(search)) usage("unknown search strategy '" + search + "'");
+    for (const auto& h : heuristics) {
+        if (!dtr_bench::known_heuristic(h)) usage("unknown heuristic '" + h + "'");
+        if (!dtr_bench::supported(h, search))
+            usage("heuristic '" + h + "' cannot run under --search " + search +
+                  (search == "indexed" ? " (indexed needs a score-skeleton policy: dtr, dtr_eqclass, dtr_local, "
+                                         "msps, ablation-*)"
+                                       : " (it chooses its own victims)"));
+    }
     if (jobs == 0) jobs = 1;
 
     const auto start = std::chrono::steady_clock::now();
@@ -134,7 +151,7 @@ int main(int argc, char** argv) {
             options.dealloc = dealloc;
             options.thrash_limit = thrash_limit;
             options.baseline_compute = b.compute;
-            t.result = dtr_bench::replay_with(t.heuristic, search, traces[t.log], options);
+            t.result = dtr_bench::replay_with(t.heuristic, search, traces[t.log], options, seed);
         }
     };
     std::vector<std::thread> pool;
@@ -164,7 +181,8 @@ int main(int argc, char** argv) {
             std::printf("\n");
         }
     }
-    std::printf("\n%zu replays of %zu logs in %.2f s wall (%u jobs)\n", tasks.size(), traces.size(), wall_s, jobs);
+    std::printf("\n%zu replays of %zu logs in %.2f s wall (%u jobs, search %s)\n", tasks.size(), traces.size(),
+                wall_s, jobs, search.c_str());
 
     if (!json.empty()) {
         std::ofstream out(json);

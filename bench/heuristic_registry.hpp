@@ -1,47 +1,130 @@
 // SPDX-License-Identifier: Apache-2.0
-// Heuristics and search strategies by their command-line names, for the bench programs.
+// Heuristics and search strategies by their command-line names, for the bench programs: a
+// thin layer over the library's own registries (dtr/heuristic/by_name.hpp,
+// dtr/search/by_name.hpp), so every policy the library names is available here.
 #pragma once
 
-#include <dtr/heuristic/dtr_local.hpp>
-#include <dtr/heuristic/largest.hpp>
-#include <dtr/heuristic/lru.hpp>
+#include <dtr/backend/sim.hpp>
+#include <dtr/heuristic/by_name.hpp>
 #include <dtr/replay/replay.hpp>
+#include <dtr/runtime.hpp>
+#include <dtr/search/by_name.hpp>
 
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace dtr_bench {
 
-//! Calls f.template operator()<H>() with the heuristic type named `name`; false if unknown.
-template <class F>
-bool visit_heuristic(const std::string& name, F&& f) {
-    if (name == "dtr_local") return f.template operator()<dtr::heuristics::dtr_local>(), true;
-    if (name == "lru") return f.template operator()<dtr::heuristics::lru>(), true;
-    if (name == "largest") return f.template operator()<dtr::heuristics::largest>(), true;
-    return false;
+//! A policy that replaces the runtime's scan with its own choose() (random): wrapping it in
+//! a search strategy would score every storage alike (0) and defeat it.
+template <class H>
+concept chooses_itself =
+    requires(H& h, typename dtr::runtime<dtr::sim_backend, H>::pool_type& p, const dtr::heuristic_context& c) {
+        h.choose(p, c);
+    };
+
+namespace detail {
+template <class... H>
+void append_names(std::vector<std::string>& out, dtr::heuristics::policy_list<H...>) {
+    (out.emplace_back(H::name), ...);
 }
 
-inline std::vector<std::string> all_heuristics() { return {"dtr_local", "lru", "largest"}; }
+template <class>
+struct is_sampled : std::false_type {};
+template <class H>
+struct is_sampled<dtr::search::sampled<H>> : std::true_type {};
+
+//! Builds policy S, giving it `seed` where it draws random numbers (random, sampled<H>);
+//! without a seed every policy keeps its own fixed default seed.
+template <class S>
+S make_policy(std::optional<std::uint64_t> seed) {
+    if (!seed) return S{};
+    if constexpr (std::is_same_v<S, dtr::heuristics::random>) return S(*seed);
+    else if constexpr (is_sampled<S>::value) {
+        using inner = typename S::inner_type;
+        if constexpr (std::is_same_v<inner, dtr::heuristics::random>) return S(inner(*seed), *seed);
+        else return S(inner{}, *seed);
+    } else return S{};
+}
+} // namespace detail
+
+//! The library's named policies (the default list of dtr-replay).
+inline std::vector<std::string> all_heuristics() {
+    std::vector<std::string> out;
+    detail::append_names(out, dtr::heuristics::named_policies{});
+    return out;
+}
+
+//! Every name with_heuristic knows: the named policies and the Appendix D ablations.
+inline std::vector<std::string> every_heuristic() {
+    namespace h = dtr::heuristics;
+    std::vector<std::string> out = all_heuristics();
+    detail::append_names(out, h::ablations_of<h::cost::estar<>>{});
+    detail::append_names(out, h::ablations_of<h::cost::eqclass>{});
+    detail::append_names(out, h::ablations_of<h::cost::local>{});
+    detail::append_names(out, h::policy_list<h::ablation<h::cost::none, true, true>,
+                                             h::ablation<h::cost::none, true, false>,
+                                             h::ablation<h::cost::none, false, true>>{});
+    return out;
+}
 
 inline bool known_heuristic(const std::string& name) {
-    return visit_heuristic(name, []<class>() {});
+    return dtr::heuristics::with_heuristic(name, [](auto) {});
 }
 
 inline std::string heuristic_names() {
     std::string s;
-    for (const auto& h : all_heuristics()) s += (s.empty() ? "" : ", ") + h;
+    for (const auto& h : every_heuristic()) s += (s.empty() ? "" : ", ") + h;
     return s;
 }
 
-inline bool known_search(const std::string& name) { return name == "exhaustive"; }
-inline std::string search_names() { return "exhaustive"; }
+inline std::vector<std::string> all_searches() { return {"exhaustive", "sampled", "skip_small", "indexed"}; }
 
-//! Replays `t` with the named heuristic and search strategy.
-inline dtr::replay::replay_result replay_with(const std::string& heuristic, const std::string& /*search*/,
+inline std::string search_names() {
+    return "exhaustive, sampled, skip_small, indexed (indexed: factored policies only, i.e. the "
+           "score-skeleton ones; random takes exhaustive only)";
+}
+
+//! Calls f(std::type_identity<S>{}) with S the policy `heuristic` under strategy `search`.
+//! "exhaustive" is the runtime's own scan (H unwrapped: same choices, and a policy with its
+//! own choose(), random, keeps it). @return false for an unknown or unsupported combination.
+template <class F>
+bool visit(const std::string& heuristic, const std::string& search, F&& f) {
+    bool supported = false;
+    const bool known = dtr::heuristics::with_heuristic(heuristic, [&]<class H>(std::type_identity<H>) {
+        if (search == "exhaustive") {
+            f(std::type_identity<H>{});
+            supported = true;
+        } else if constexpr (!chooses_itself<H>) {
+            supported = dtr::search::with_strategy<H>(search, f);
+        }
+    });
+    return known && supported;
+}
+
+inline bool known_search(const std::string& name) {
+    for (const auto& s : all_searches())
+        if (s == name) return true;
+    return false;
+}
+
+//! True when `heuristic` can run under `search`.
+inline bool supported(const std::string& heuristic, const std::string& search) {
+    return visit(heuristic, search, [](auto) {});
+}
+
+//! Replays `t` with the named heuristic and search strategy (seed: see make_policy).
+inline dtr::replay::replay_result replay_with(const std::string& heuristic, const std::string& search,
                                               const dtr::replay::trace& t,
-                                              const dtr::replay::replay_options& options) {
+                                              const dtr::replay::replay_options& options,
+                                              std::optional<std::uint64_t> seed = std::nullopt) {
     dtr::replay::replay_result r;
-    visit_heuristic(heuristic, [&]<class H>() { r = dtr::replay::run_replay<H>(t, options); });
+    visit(heuristic, search, [&]<class S>(std::type_identity<S>) {
+        r = dtr::replay::run_replay<S>(t, options, detail::make_policy<S>(seed));
+    });
     return r;
 }
 
