@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The schedule checker, and the bench planners that feed it (checkpoint-all, Chen et al.,
 // Checkmate's staged form), on hand-made graphs whose optimal costs are worked out below.
+#include <dtr/graph/checkmate_reader.hpp>
+#include <dtr/graph/dtr_simulation.hpp>
 #include <dtr/graph/schedule.hpp>
 #include <dtr/graph/schedule_checker.hpp>
 #include <dtr/graph/static_graph.hpp>
@@ -9,8 +11,12 @@
 #include "../bench/optimal/exhaustive.hpp"
 #include "../bench/optimal/staged_plan.hpp"
 
+#include <dtr/heuristic/by_name.hpp>
+
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -260,4 +266,66 @@ TEST_CASE("every staged plan's executed peak is within the MILP's memory account
         ++checked;
     }
     CHECK(checked > 4000);
+}
+
+namespace {
+
+// Runs DTR with every named heuristic at budgets from LB to checkpoint-all's peak and checks
+// each run's recorded schedule: it passes the checker under the budget, the checker's cost is
+// the runtime's compute total, and the runtime's peak is the checker's peak (same memory
+// model). Returns the number of runs that fit.
+std::size_t check_dtr_runs(const static_graph& g, std::size_t steps) {
+    const auto all = check_schedule(g, dtr::optimal::checkpoint_all(g));
+    REQUIRE(all.ok());
+    const std::uint64_t lb = g.max_footprint(), peak = all.peak_memory();
+    std::size_t fitted = 0;
+    for (const char* name : {"dtr", "dtr_eqclass", "dtr_local", "msps", "lru", "largest"}) {
+        const bool known = dtr::heuristics::with_heuristic(name, [&]<class H>(std::type_identity<H>) {
+            for (std::size_t k = 0; k <= steps; ++k) {
+                const std::uint64_t budget = lb + (peak - lb) * k / steps;
+                CAPTURE(name);
+                CAPTURE(budget);
+                const auto run = dtr::graph::simulate_dtr<H>(g, budget);
+                if (run.status != "ok") {
+                    CHECK(run.status == "oom");  // never an inconsistent recording
+                    continue;
+                }
+                const auto r = check_schedule(g, run.events, budget);
+                REQUIRE_MESSAGE(r.ok(), r.reason());
+                CHECK(r.cost() == doctest::Approx(run.compute_cost));
+                CHECK(r.peak_memory() == run.stats.peak_resident_bytes);
+                CHECK(r.recomputations() == run.stats.rematerializations);
+                if (budget >= peak) CHECK(r.cost() == doctest::Approx(g.total_compute_cost()));
+                ++fitted;
+            }
+        });
+        CHECK(known);
+    }
+    return fitted;
+}
+
+} // namespace
+
+TEST_CASE("DTR's recorded schedules pass the checker and cost what the runtime counted") {
+    const auto g = six();
+    CHECK(check_dtr_runs(g, 4) > 0);
+    // At LB (300 bytes) f0 has to be recomputed: no run can cost less than the optimum 18.
+    const auto run = dtr::graph::simulate_dtr<dtr::heuristics::dtr>(g, 300);
+    if (run.status == "ok") {
+        const auto r = check_schedule(g, run.events, 300);
+        REQUIRE(r.ok());
+        CHECK(r.cost() >= 18);
+        CHECK(r.recomputations() > 0);
+    }
+    CHECK(check_dtr_runs(chain(8), 8) > 0);
+    CHECK(dtr::graph::simulate_dtr<dtr::heuristics::lru>(chain(8), chain(8).max_footprint() - 1).status == "oom");
+
+    // A model graph, when the shared graphs are there.
+    const char* shared = std::getenv("DTR_SHARED");
+    const auto file = std::filesystem::path(shared ? shared : "") / "checkmate-graphs" / "vgg16_b256_train.json";
+    if (shared != nullptr && std::filesystem::exists(file)) {
+        const auto f = dtr::graph::read_checkmate_graph(file.string());
+        const auto vgg = f.graph.is_topologically_indexed() ? f.graph : f.graph.topologically_indexed();
+        CHECK(check_dtr_runs(vgg, 7) > 0);
+    }
 }

@@ -1,0 +1,246 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief DTR as an offline planner: runs a static graph through dtr::runtime on the
+//! simulator and records what the runtime executed as a dtr::graph::schedule.
+//!
+//! The program is the graph's topological schedule (nodes 0..n-1 of a topologically indexed
+//! graph: forward, then loss and backward), each node one `runtime::call` with the node's
+//! supplied cost and one output of `output_bytes`, each handle dropped right after the last
+//! call that reads it (a node nothing reads is dropped right after its own call, as
+//! checkpoint-all does). The runtime decides everything else: which storages to evict under
+//! the budget and what to rematerialise when an evicted tensor is needed again.
+//!
+//! ## Recording
+//!
+//! - `compute v`: every operator callable captures its node id and appends `compute v` each
+//!   time the runtime runs it (the first call and every rematerialisation), right after its
+//!   output has been allocated, so that the evictions that allocation caused come first.
+//! - `free v`: the heuristic is wrapped in a thin observer (recording_policy) that forwards
+//!   every member the runtime uses (score, choose, every hook) to the wrapped policy and, on
+//!   the way, sees `on_create` / `on_rematerialize` (the storage becomes resident; the node
+//!   is the operator that just ran), `on_evict` (heuristic or eager eviction: free) and
+//!   `on_destroy` (a storage freed for good: free if it was resident). A storage's node is
+//!   recorded when it is created and checked at every rematerialisation.
+//!
+//! ## Memory model
+//!
+//! The runtime's budget counts the sizes of resident storages plus the output being
+//! allocated; inputs of the running operator are pinned (resident). That is the checker's
+//! model (resident tensors + the output being computed), node for node: every node's output
+//! is exactly one storage, there are no constants, aliases, in-place updates or workspaces.
+//! The returned schedule is meant to be verified with graph::check_schedule() under the same
+//! budget; its cost there equals `compute_cost` (the runtime's counters), which the tests
+//! assert.
+#pragma once
+
+#include <dtr/backend/sim.hpp>
+#include <dtr/concepts.hpp>
+#include <dtr/error.hpp>
+#include <dtr/graph/schedule.hpp>
+#include <dtr/graph/static_graph.hpp>
+#include <dtr/runtime.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace dtr::graph {
+
+//! @brief What the recording adapter collects: the event list and which node each storage
+//! holds.
+struct dtr_recording {
+    schedule events;
+    node_id running = 0;        //!< the node whose operator ran last
+    bool pending = false;       //!< an operator ran and its storage is not yet installed
+    struct storage_state {
+        node_id node = 0;
+        bool resident = false;
+    };
+    std::unordered_map<std::uint64_t, storage_state> storages;  //!< by storage id
+    std::string inconsistency;  //!< first mismatch seen (empty: none)
+
+    void note(std::string what) {
+        if (inconsistency.empty()) inconsistency = std::move(what);
+    }
+};
+
+//! @brief A heuristic H that also records residency changes into a dtr_recording.
+//!
+//! Forwards score(), choose() (when H has it) and every hook H has; decisions are H's alone.
+template <class H>
+class recording_policy {
+public:
+    using storage_data = typename H::storage_data;
+
+    recording_policy() = default;
+    explicit recording_policy(H inner) : inner_(std::move(inner)) {}
+
+    // Declared return types: the heuristic concept checks these against an archetype
+    // storage without instantiating the bodies.
+    template <class S>
+    double score(const S& s, const heuristic_context& c) {
+        return static_cast<double>(inner_.score(s, c));
+    }
+    template <class Pool, class Inner = H>
+        requires requires(Inner& h, Pool& p, const heuristic_context& c) { h.choose(p, c); }
+    auto choose(Pool& pool, const heuristic_context& c) -> decltype(std::declval<Inner&>().choose(pool, c)) {
+        return inner_.choose(pool, c);
+    }
+
+    template <class S>
+    void on_create(S& s, const heuristic_context& c) {
+        if constexpr (requires { inner_.on_create(s, c); }) inner_.on_create(s, c);
+        if (!log_.pending) {
+            log_.note("storage #" + std::to_string(s.id()) + " created without an operator run");
+            return;
+        }
+        log_.pending = false;
+        log_.storages[s.id()] = {log_.running, true};
+    }
+    template <class S>
+    void on_rematerialize(S& s, const heuristic_context& c) {
+        if constexpr (requires { inner_.on_rematerialize(s, c); }) inner_.on_rematerialize(s, c);
+        auto it = log_.storages.find(s.id());
+        if (!log_.pending || it == log_.storages.end() || it->second.node != log_.running ||
+            it->second.resident) {
+            log_.note("storage #" + std::to_string(s.id()) +
+                      " rematerialised by an operator that did not create it");
+            return;
+        }
+        log_.pending = false;
+        it->second.resident = true;
+    }
+    template <class S>
+    void on_evict(S& s, const heuristic_context& c) {
+        if constexpr (requires { inner_.on_evict(s, c); }) inner_.on_evict(s, c);
+        drop(s.id(), "evicted");
+    }
+    template <class S>
+    void on_destroy(S& s, const heuristic_context& c) {
+        if constexpr (requires { inner_.on_destroy(s, c); }) inner_.on_destroy(s, c);
+        auto it = log_.storages.find(s.id());
+        if (it == log_.storages.end()) return;
+        if (it->second.resident) log_.events.free(it->second.node);
+        log_.storages.erase(it);
+    }
+    template <class S>
+    void on_access(S& s, const heuristic_context& c) {
+        if constexpr (requires { inner_.on_access(s, c); }) inner_.on_access(s, c);
+    }
+    template <class S>
+    void on_release(S& s, const heuristic_context& c) {
+        if constexpr (requires { inner_.on_release(s, c); }) inner_.on_release(s, c);
+    }
+    template <class S>
+    void on_pool_insert(S& s, const heuristic_context& c) {
+        if constexpr (requires { inner_.on_pool_insert(s, c); }) inner_.on_pool_insert(s, c);
+    }
+    template <class S>
+    void on_pool_erase(S& s, const heuristic_context& c) {
+        if constexpr (requires { inner_.on_pool_erase(s, c); }) inner_.on_pool_erase(s, c);
+    }
+
+    //! Called by the operator of node v after its output is allocated.
+    void ran(node_id v) {
+        if (log_.pending) log_.note("operator of " + std::to_string(v) + " ran before the last one's output was installed");
+        log_.events.compute(v);
+        log_.running = v;
+        log_.pending = true;
+    }
+
+    [[nodiscard]] dtr_recording& recording() noexcept { return log_; }
+    [[nodiscard]] H& inner() noexcept { return inner_; }
+
+private:
+    void drop(std::uint64_t id, const char* how) {
+        auto it = log_.storages.find(id);
+        if (it == log_.storages.end() || !it->second.resident) {
+            log_.note("storage #" + std::to_string(id) + " " + how + " while not recorded as resident");
+            return;
+        }
+        it->second.resident = false;
+        log_.events.free(it->second.node);
+    }
+
+    H inner_{};
+    dtr_recording log_;
+};
+
+//! @brief One DTR run on a static graph.
+struct dtr_run {
+    //! "ok"; "oom" (dtr::out_of_memory: the budget cannot hold some operator with everything
+    //! else evicted); "thrashing" (over options.remat_limit); "inconsistent" (the recording
+    //! could not map a storage to its node: a bug, reported rather than hidden).
+    std::string status = "ok";
+    schedule events;            //!< what the runtime executed (complete only when status is "ok")
+    cost_t compute_cost = 0;    //!< the runtime's own total: first runs + rematerialisations
+    counters stats{};           //!< the runtime's counters at the end
+    std::string detail;         //!< the exception's message when not ok
+};
+
+//! @brief Runs `g` (topologically indexed) through `runtime<sim_backend, H>` under `budget`
+//! bytes and returns the recorded schedule.
+//!
+//! `options.budget` is overwritten with `budget`; the other options (deallocation policy,
+//! remat limit) are used as given. Complexity: that of the runtime on n calls.
+//! @throws dtr::logic_error when `g` is not topologically indexed.
+template <class H>
+[[nodiscard]] dtr_run simulate_dtr(const static_graph& g, std::uint64_t budget, runtime_options options = {},
+                                   H heuristic = H{}) {
+    DTR_EXPECTS(g.is_topologically_indexed(), "simulate_dtr: graph must be topologically indexed");
+    options.budget = static_cast<std::size_t>(std::min<std::uint64_t>(budget, std::numeric_limits<std::size_t>::max()));
+    using policy = recording_policy<H>;
+    dtr_run out;
+    {
+        runtime<sim_backend, policy> rt(options, sim_backend{}, policy(std::move(heuristic)));
+        policy* rec = &rt.heuristic();  // stable: the runtime does not move
+        const std::size_t n = g.size();
+        // Last reader of each node in program order (n = nothing reads it).
+        std::vector<node_id> last_use(n, n);
+        for (node_id v = 0; v < n; ++v)
+            for (const node_id u : g.predecessors(v)) last_use[u] = v;
+        std::vector<tensor> handle(n);
+        std::vector<tensor> inputs;
+        try {
+            for (node_id v = 0; v < n; ++v) {
+                inputs.clear();
+                for (const node_id u : g.predecessors(v)) inputs.push_back(handle[u]);
+                const std::size_t bytes = static_cast<std::size_t>(g[v].output_bytes);
+                handle[v] = rt.call(
+                    [rec, v, bytes](op_context<sim_backend>& ctx) {
+                        (void)ctx.output(0, bytes);
+                        rec->ran(v);
+                    },
+                    std::span<const tensor>(inputs), call_options{g[v].compute_cost, {}});
+                inputs.clear();
+                for (const node_id u : g.predecessors(v))
+                    if (last_use[u] == v) handle[u] = tensor{};
+                if (last_use[v] == n) handle[v] = tensor{};
+            }
+        } catch (const out_of_memory& e) {
+            out.status = "oom";
+            out.detail = e.what();
+        } catch (const thrashing& e) {
+            out.status = "thrashing";
+            out.detail = e.what();
+        }
+        inputs.clear();
+        handle.clear();  // releases before the runtime goes: their frees are recorded too
+        out.stats = rt.stats();
+        out.compute_cost = out.stats.compute_cost + out.stats.remat_cost;
+        auto& log = rec->recording();
+        if (out.status == "ok" && !log.inconsistency.empty()) {
+            out.status = "inconsistent";
+            out.detail = log.inconsistency;
+        }
+        out.events = std::move(log.events);
+    }
+    return out;
+}
+
+} // namespace dtr::graph
