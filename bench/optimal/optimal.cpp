@@ -390,12 +390,29 @@ std::string json_number(double d) {
     return buf;
 }
 
+//! The nodes a checked schedule computes more than once: "name#id" or "name#idxk", ascending
+//! by id (for the analysis of where two planners' recomputation differs).
+std::string recomputed_nodes(const static_graph& g, const graph::schedule& s) {
+    std::vector<std::size_t> times(g.size(), 0);
+    for (const auto& e : s)
+        if (e.kind == graph::event_kind::compute) ++times[e.node];
+    std::string out;
+    for (graph::node_id v = 0; v < g.size(); ++v) {
+        if (times[v] < 2) continue;
+        if (!out.empty()) out += ' ';
+        out += g[v].name + "#" + std::to_string(v);
+        if (times[v] > 2) out += "x" + std::to_string(times[v] - 1);
+    }
+    return out;
+}
+
 struct record {
     std::string file, name;
     std::size_t nodes = 0, edges = 0;
     std::uint64_t budget = 0, lb = 0, peak_all = 0;
     double fraction = 0, cost_all = 0;
     checked_outcome r;
+    std::string recomputed;  //!< recomputed_nodes() of a checked schedule
 };
 
 std::string to_json(const record& x) {
@@ -420,6 +437,7 @@ std::string to_json(const record& x) {
     s += ",\"gap\":" + (ok && std::isfinite(x.r.raw.bound) && x.r.cost > 0
                             ? json_number(std::max(0.0, (x.r.cost - x.r.raw.bound) / x.r.cost))
                             : "null");
+    s += ",\"recomputed\":" + (ok ? json_string(x.recomputed) : std::string("null"));
     s += ",\"detail\":" + json_string(x.r.raw.detail) + "}";
     return s;
 }
@@ -528,11 +546,15 @@ int main(int argc, char** argv) {
                                      chk.reason().c_str());
                     }
                 }
-                record x{file, f.name, g.size(), g.edge_count(), budget, lb, peak_all, frac, cost_all, std::move(c)};
+                std::string recomputed;
+                if (c.checked_ok) recomputed = recomputed_nodes(g, *c.raw.events);
+                record x{file, f.name, g.size(), g.edge_count(), budget, lb, peak_all, frac, cost_all, std::move(c),
+                         std::move(recomputed)};
                 const auto& r = x.r;
                 std::printf("  budget %s %s (%.3f): %-16s %-12s %-12s %8.2fs wall %8.2fs cpu  %s\n",
                             gb(budget).c_str(), unit(), frac, r.strategy.c_str(), r.raw.status.c_str(), cell(x).c_str(),
                             r.raw.seconds, r.raw.cpu_seconds, r.raw.detail.c_str());
+                if (!x.recomputed.empty()) std::printf("      recomputed: %s\n", x.recomputed.c_str());
                 std::fflush(stdout);
                 done.push_back(x.r);
                 rows.push_back(std::move(x));
