@@ -142,6 +142,8 @@ TEST_CASE("policies are named in code and on command lines") {
     CHECK(std::string(h::lru::name) == "lru");
     CHECK(std::string(h::largest::name) == "largest");
     CHECK(std::string(h::random::name) == "random");
+    CHECK(std::string(h::dtr_ancestors::name) == "dtr_ancestors");
+    CHECK(std::string(h::dtr_ancestors_soft::name) == "dtr_ancestors_soft");
     CHECK(std::string(h::dtr_reduced::name) == "ablation-estar-size-nostale");
     CHECK(std::string(h::ablation<h::cost::eqclass, false, true>::name) == "ablation-eqclass-nosize-stale");
     CHECK(std::string(h::ablation<h::cost::none, true, false>::name) == "ablation-none-size-nostale");
@@ -150,7 +152,8 @@ TEST_CASE("policies are named in code and on command lines") {
     CHECK(std::string(search::skip_small<h::lru>::name) == "skip_small:lru");
     CHECK(std::string(search::exhaustive<h::msps>::name) == "exhaustive:msps");
 
-    for (const char* name : {"dtr", "dtr_eqclass", "dtr_local", "msps", "lru", "largest", "random",
+    for (const char* name : {"dtr", "dtr_eqclass", "dtr_local", "msps", "lru", "largest", "random", "dtr_ancestors",
+                             "dtr_ancestors_soft",
                              "ablation-estar-size-nostale", "ablation-eqclass-size-stale",
                              "ablation-local-nosize-nostale", "ablation-none-nosize-stale"}) {
         std::string found;
@@ -161,6 +164,8 @@ TEST_CASE("policies are named in code and on command lines") {
     CHECK_FALSE(h::with_heuristic("belady", [](auto) {}));
     CHECK(search::with_strategy<h::dtr_eqclass>("indexed", [](auto) {}));
     CHECK_FALSE(search::with_strategy<h::lru>("indexed", [](auto) {})); // not factored
+    CHECK_FALSE(search::with_strategy<h::dtr_ancestors_soft>("indexed", [](auto) {})); // exponent != 1
+    CHECK(search::with_strategy<h::dtr_ancestors>("indexed", [](auto) {}));
     CHECK(search::with_strategy<h::lru>("sampled", [](auto) {}));
 }
 
@@ -186,6 +191,21 @@ TEST_CASE("each policy's score on a chain with an evicted segment (G1)") {
         auto [a, d] = g1_scores<h::msps>();
         CHECK(a == 2.0 / 8);
         CHECK(d == (7.0 + 8) / 8);
+    }
+    {
+        // dtr_ancestors: MSPS's numerator, h_DTR's denominator. a's evicted neighbours
+        // (b, c) are descendants: not counted.
+        auto [a, d] = g1_scores<h::dtr_ancestors>();
+        CHECK(a == 2.0 / (8 * 115));
+        CHECK(d == (7.0 + 8) / (8 * 100));
+    }
+    {
+        // dtr_ancestors_soft: the same numerators, staleness to the power 0.7.
+        auto [a, d] = g1_scores<h::dtr_ancestors_soft>();
+        CHECK(a == 2.0 / (8 * std::pow(115.0, 0.7)));
+        CHECK(d == (7.0 + 8) / (8 * std::pow(100.0, 0.7)));
+        CHECK(a < 2.0 / 8);  // staleness still counts
+        CHECK(a > 2.0 / (8 * 115));
     }
     {
         auto [a, d] = g1_scores<h::lru>();
@@ -558,6 +578,7 @@ TEST_CASE("indexed search finds the exhaustive minimum on random workloads") {
     check_indexed_agreement<h::dtr>();
     check_indexed_agreement<h::dtr_local>();
     check_indexed_agreement<h::msps>();
+    check_indexed_agreement<h::dtr_ancestors>();
     check_indexed_agreement<h::dtr_reduced>();
     check_indexed_agreement<h::ablation<h::cost::eqclass, false, true>>();
 }
@@ -582,6 +603,7 @@ TEST_CASE("indexed search agrees on the property test's random programs") {
         run(std::type_identity<h::dtr_eqclass>{});
         run(std::type_identity<h::dtr>{});
         run(std::type_identity<h::msps>{});
+        run(std::type_identity<h::dtr_ancestors>{});
     }
     std::printf("indexed on property programs: %llu decisions, %llu victims differ (ties)\n",
                 static_cast<unsigned long long>(decisions), static_cast<unsigned long long>(differs));

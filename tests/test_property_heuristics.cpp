@@ -136,6 +136,9 @@ TEST_CASE("random programs read the same values under every eviction policy and 
             check(type_identity<h::dtr>{});
             check(type_identity<h::dtr_eqclass>{});
             check(type_identity<h::msps>{});
+            check(type_identity<h::dtr_ancestors>{});
+            check(type_identity<h::dtr_ancestors_soft>{});
+            check(type_identity<search::sampled<h::dtr_ancestors_soft>>{});
             check(type_identity<h::random>{});
             check(type_identity<h::dtr_reduced>{});
             check(type_identity<h::ablation<h::cost::none, true, true>>{});
@@ -144,6 +147,7 @@ TEST_CASE("random programs read the same values under every eviction policy and 
             check(type_identity<search::indexed<h::dtr_eqclass>>{});
             check(type_identity<search::indexed<h::dtr>>{});
             check(type_identity<search::indexed<h::msps>>{});
+            check(type_identity<search::indexed<h::dtr_ancestors>>{});
         }
         ++ran;
     }

@@ -9,6 +9,8 @@
 #include <dtr/heuristic/cost/local.hpp>
 #include <dtr/heuristic/cost/none.hpp>
 #include <dtr/heuristic/dtr.hpp>
+#include <dtr/heuristic/dtr_ancestors.hpp>
+#include <dtr/heuristic/dtr_ancestors_soft.hpp>
 #include <dtr/heuristic/dtr_eqclass.hpp>
 #include <dtr/heuristic/dtr_local.hpp>
 #include <dtr/heuristic/largest.hpp>
@@ -30,7 +32,8 @@ template <class Cost>
 using ablations_of = policy_list<ablation<Cost, true, true>, ablation<Cost, true, false>,
                                  ablation<Cost, false, true>, ablation<Cost, false, false>>;
 
-using named_policies = policy_list<dtr, dtr_eqclass, dtr_local, msps, lru, largest, random>;
+using named_policies = policy_list<dtr, dtr_eqclass, dtr_local, msps, lru, largest, random, dtr_ancestors,
+                                   dtr_ancestors_soft>;
 
 namespace detail {
 template <class F, class... H>
