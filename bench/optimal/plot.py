@@ -42,7 +42,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("json", nargs="+")
     ap.add_argument("-o", "--output", default="docs/figures/optimal.png")
-    ap.add_argument("--ymax", type=float, default=1.35, help="clip the overhead axis (default 1.35)")
+    ap.add_argument("--ymax", type=float, default=1.35, help="top of the overhead axis (default 1.35); higher points are off the panel")
     args = ap.parse_args()
 
     records = []
@@ -59,7 +59,7 @@ def main():
     if not graphs:
         sys.exit("plot.py: no records")
 
-    fig, axes = plt.subplots(1, len(graphs), figsize=(5.2 * len(graphs), 4.4), squeeze=False)
+    fig, axes = plt.subplots(1, len(graphs), figsize=(max(9.0, 5.2 * len(graphs)), 4.8), squeeze=False)
     handles = {}
     for ax, g in zip(axes[0], graphs):
         strategies = by[g]
@@ -80,7 +80,7 @@ def main():
             if not pts:
                 continue
             xs = [p[0] for p in pts]
-            ys = [min(p[1], args.ymax) for p in pts]
+            ys = [p[1] for p in pts]  # not clipped: points above --ymax leave the panel
             (h,) = ax.plot(xs, ys, color=colour, ls=ls, lw=lw, marker=None, label=label, zorder=3)
             handles[label] = h
             if name == "checkmate_milp":
@@ -102,9 +102,9 @@ def main():
         ax.set_ylabel("compute overhead vs checkpoint-all")
         ax.set_ylim(0.99, args.ymax)
         ax.grid(alpha=0.3)
-    fig.legend(list(handles.values()), list(handles.keys()), loc="lower center", ncol=min(6, len(handles)),
+    fig.legend(list(handles.values()), list(handles.keys()), loc="lower center", ncol=min(5, len(handles)),
                fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    fig.tight_layout(rect=(0, 0.16, 1, 1))
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     fig.savefig(args.output, dpi=130)
     print(f"wrote {args.output}")

@@ -2,13 +2,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """Markdown tables from dtr-optimal --json output (for docs/optimal.md and the README).
 
-    python3 bench/optimal/report.py bench/optimal/results/*.json
+    python3 bench/optimal/report.py [--recomputed] bench/optimal/results/*.json
 
 Per graph: one row per budget; cells are compute overhead relative to checkpoint-all, each from
 a schedule that passed the checker ('-' = no plan of that strategy fits, '>=x' = LP lower bound,
 otherwise the status); then the MILP's status, CPU seconds and gap, DTR's best heuristic and
 its ratio to the MILP's cost (marked '*' where CBC did not prove optimality, so the ratio is to
-the best schedule found, not to the optimum).
+the best schedule found, not to the optimum). --recomputed adds, for every budget where DTR
+costs more than the MILP's schedule, the nodes each schedule recomputes with their cost and size
+(the graph files must be where the JSON says).
 """
 import json
 import os
@@ -43,6 +45,27 @@ def cell(r):
     if r["status"] == "over_budget":
         return "–"
     return r["status"]
+
+
+def recompute_detail(graph_file, row, names):
+    """Recomputed nodes (cost, size) of the given strategies' schedules at one budget."""
+    with open(graph_file) as fh:
+        nodes = {n["id"]: n for n in json.load(fh)["nodes"]}
+    out = []
+    for name in names:
+        r = row.get(name)
+        if not r or not r["checked"]:
+            continue
+        parts, extra = [], 0.0
+        for item in (r["recomputed"] or "").split():
+            label, _, rest = item.partition("#")
+            nid, _, times = rest.partition("x")
+            k = int(times) if times else 1
+            n = nodes[int(nid)]
+            extra += k * n["cost_cpu"]
+            parts.append(f"{label}{'×' + str(k) if k > 1 else ''} ({n['cost_cpu']:g}, {n['cost_ram'] / 1e9:.2f} GB)")
+        out.append(f"  - {name}: +{extra:g} = {', '.join(parts) if parts else 'nothing'}")
+    return out
 
 
 def main(files):
@@ -96,9 +119,27 @@ def main(files):
                 cells += ["oom", ""]
             print("| " + " | ".join(cells) + " |")
         print()
+        if DETAIL:
+            for b in sorted(budgets):
+                row = budgets[b]
+                m = row.get("checkmate_milp")
+                dtr = [(row[c]["cost"], c) for c in DTR if c in row and row[c]["checked"]]
+                if not dtr or not m or not m["checked"] or min(dtr)[0] <= m["cost"] * (1 + 1e-9):
+                    continue
+                print(f"- budget {b / 1e9:.3f} GB: recomputation (cost, size)")
+                graph_file = next(iter(row.values()))["graph"]
+                for line in recompute_detail(graph_file, row, ["checkmate_milp"] + DTR):
+                    print(line)
+            print()
 
+
+DETAIL = False
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
+    args = sys.argv[1:]
+    if "--recomputed" in args:
+        DETAIL = True
+        args.remove("--recomputed")
+    if not args:
         sys.exit(__doc__)
-    main(sys.argv[1:])
+    main(args)
