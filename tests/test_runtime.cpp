@@ -154,6 +154,23 @@ TEST_CASE("views alias their input's storage") {
     rt.check_invariants();
 }
 
+TEST_CASE("an operator making several views of one storage adds its cost to it once") {
+    // split/chunk: the simulator's storage cost sums the storage's distinct operators.
+    host_rt rt({.budget = 1 << 20});
+    tensor x = rt.constant(4, fill_with(0));
+    tensor y = rt.call(add_op{1}, {x}, {.cost = 3});
+    auto halves = rt.call_n(
+        2, [](host_context& ctx) { ctx.alias(0, 0, 0, 2); ctx.alias(1, 0, 2, 2); },
+        std::span<const tensor>(&y, 1), {.cost = 5});
+    REQUIRE(halves.size() == 2);
+    double cost = -1;
+    rt.for_each_storage([&](const auto& s) {
+        if (s.rematerializable()) cost = static_cast<double>(s.cost());
+    });
+    CHECK(cost == 8);
+    rt.check_invariants();
+}
+
 TEST_CASE("an operator may size its output from its input's data") {
     host_rt rt({.budget = 64});
     tensor x = rt.constant(8, fill_with(5));

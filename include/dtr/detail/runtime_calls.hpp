@@ -385,10 +385,18 @@ void runtime<B, H>::run(op_t& op, bool remat, std::optional<cost_t> supplied) {
         if (o.alias) {
             if (!remat) {
                 // A view's operator counts towards its storage's cost, and the view is a
-                // use of its storage, as in the simulator.
+                // use of its storage, as in the simulator. The cost counts once per viewed
+                // storage, however many outputs view it (split, chunk): the simulator sums
+                // the distinct operators of a storage's tensors.
                 const edge_t& e = op.in[op.out[i].alias_input];
                 storage_t* viewed = e.version >= 0 ? exec_versions_[e.version].target : e.storage;
-                viewed->compute_cost += cost;
+                bool counted = false;
+                for (std::uint32_t j = 0; j < i && !counted; ++j) {
+                    if (!exec_outputs_[j].alias) continue;
+                    const edge_t& ej = op.in[op.out[j].alias_input];
+                    counted = (ej.version >= 0 ? exec_versions_[ej.version].target : ej.storage) == viewed;
+                }
+                if (!counted) viewed->compute_cost += cost;
                 viewed->accessed = clock_;
             }
         } else if (o.target != nullptr) {
