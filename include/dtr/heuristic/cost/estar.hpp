@@ -22,11 +22,13 @@ namespace dtr::heuristics::cost {
 //! MSPS's numerator (`s.compute + region_rev.compute`).
 //!
 //! Maintenance. Instead of the simulator's per-storage interior sets, each storage caches
-//! the neighbourhood's cost and a valid bit. e*(t) of a resident t changes only when a
-//! storage u on a directed evicted path from or to t changes state, and then t is on the
-//! resident frontier of u's own neighbourhood. So:
-//! - on eviction of u: walk u's evicted neighbourhood and invalidate its resident frontier
-//!   (their e* grew);
+//! the cost of each direction of its neighbourhood (ancestors, descendants), each with a
+//! valid bit. e*(t) of a resident t changes only when a storage u on a directed evicted
+//! path from or to t changes state, and then t is on the resident frontier of u's own
+//! neighbourhood: an ancestor of u (only its descendant half changed: in a DAG u cannot
+//! also be its ancestor) or a descendant (only its ancestor half changed). So:
+//! - on eviction of u: walk u's evicted neighbourhood and invalidate the matching half of
+//!   its resident frontier (their e* grew);
 //! - on rematerialization of u: the same walk; those frontier storages' e* shrank, so they
 //!   are also reported to the decrease listener (an index must re-key them);
 //! - on destruction of an evicted u (no handle, no dependent left): its upward frontier
@@ -42,9 +44,11 @@ template <bool Descendants = true>
 class estar {
 public:
     struct storage_data {
-        mutable double es_region = 0;     //!< cached cost of the evicted neighbourhood
+        mutable double es_up = 0;          //!< cached cost of the evicted ancestors
+        mutable double es_down = 0;        //!< cached cost of the evicted descendants
         mutable std::uint64_t es_mark = 0; //!< traversal epoch (dedupe)
-        mutable bool es_valid = false;
+        mutable bool es_up_valid = false;
+        mutable bool es_down_valid = false;
     };
     static constexpr char tag_both[] = "estar", tag_up[] = "estar_up";
     static constexpr const char* tag = Descendants ? tag_both : tag_up;
@@ -55,24 +59,26 @@ public:
     template <class Storage>
     double numerator(const Storage& s, const heuristic_context& ctx) {
         const storage_data& d = s.meta();
-        if (!d.es_valid) {
-            d.es_region = neighbourhood_cost(s, ctx);
-            d.es_valid = true;
+        if (!d.es_up_valid) {
+            d.es_up = half_cost<true>(s, ctx);
+            d.es_up_valid = true;
         }
-        return static_cast<double>(s.cost()) + d.es_region;
+        if constexpr (Descendants) {
+            if (!d.es_down_valid) {
+                d.es_down = half_cost<false>(s, ctx);
+                d.es_down_valid = true;
+            }
+            return static_cast<double>(s.cost()) + (d.es_up + d.es_down);
+        } else {
+            return static_cast<double>(s.cost()) + d.es_up;
+        }
     }
 
     //! @brief The neighbourhood's cost by a fresh traversal, ignoring the cache (tests).
     template <class Storage>
     double neighbourhood_cost(const Storage& s, const heuristic_context& ctx) {
-        const std::uint64_t epoch = ++epoch_;
-        s.meta().es_mark = epoch;
-        double sum = 0;
-        auto add = [&](const auto& u) { sum += static_cast<double>(u.cost()); };
-        auto skip = [](const auto&) {};
-        walk<true>(s, epoch, ctx, add, skip);
-        if constexpr (Descendants) walk<false>(s, epoch, ctx, add, skip);
-        return sum;
+        if constexpr (Descendants) return half_cost<true>(s, ctx) + half_cost<false>(s, ctx);
+        else return half_cost<true>(s, ctx);
     }
 
     template <class Storage, class Listener = ignore_decrease>
@@ -89,20 +95,39 @@ public:
     }
 
 private:
+    //! Cost of the evicted ancestors (Up) or descendants of s, by a fresh traversal.
+    template <bool Up, class Storage>
+    double half_cost(const Storage& s, const heuristic_context& ctx) {
+        const std::uint64_t epoch = ++epoch_;
+        s.meta().es_mark = epoch;
+        double sum = 0;
+        auto add = [&](const auto& u) { sum += static_cast<double>(u.cost()); };
+        walk<Up>(s, epoch, ctx, add, [](const auto&) {});
+        return sum;
+    }
+
     template <class Storage, class Listener>
     void invalidate_frontier(Storage& s, const heuristic_context& ctx, Listener&& listener,
                              bool downwards) {
-        s.meta().es_valid = false;
+        s.meta().es_up_valid = false;
+        s.meta().es_down_valid = false;
         const std::uint64_t epoch = ++epoch_;
         s.meta().es_mark = epoch;
         auto skip = [](const auto&) {};
-        auto invalidate = [&](const auto& u) {
-            u.meta().es_valid = false;
-            listener(const_cast<Storage&>(static_cast<const Storage&>(u)));
-        };
-        // Both directions even for MSPS: a superset of what changed is still correct.
-        walk<true>(s, epoch, ctx, skip, invalidate);
-        if (downwards) walk<false>(s, epoch, ctx, skip, invalidate);
+        // The resident ancestors reached upwards have s among their evicted descendants:
+        // only their descendant half changed (MSPS has none: nothing to do). The resident
+        // descendants reached downwards lose or gain s among their ancestors.
+        if constexpr (Descendants) {
+            walk<true>(s, epoch, ctx, skip, [&](const auto& u) {
+                u.meta().es_down_valid = false;
+                listener(const_cast<Storage&>(static_cast<const Storage&>(u)));
+            });
+        }
+        if (downwards)
+            walk<false>(s, epoch, ctx, skip, [&](const auto& u) {
+                u.meta().es_up_valid = false;
+                listener(const_cast<Storage&>(static_cast<const Storage&>(u)));
+            });
     }
 
     //! Depth-first over evicted storages from `from`, upwards (parents) or downwards
