@@ -7,7 +7,7 @@
 //              [--thrash-limit X] [--seed N] [--jobs N] [--json FILE] LOG...
 //
 // Heuristics and search strategies are the library's (dtr::heuristics::with_heuristic,
-// dtr::search::with_strategy). Without --heuristic, the named policies run (dtr, dtr_eqclass,
+// dtr::search::with_strategy). Without --heuristic, the paper's policies run (dtr, dtr_eqclass,
 // dtr_local, msps, lru, largest, random). Randomized policies (random, --search sampled) use
 // their fixed default seeds unless --seed is given: every replay of a cell starts from the
 // same seed, so results do not depend on --jobs.

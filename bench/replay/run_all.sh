@@ -1,0 +1,40 @@
+#!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
+# Reproduces every table of docs/results.md that comes from dtr-replay (run from the
+# repository root after `ninja -C build`). One job at a time: the timings are single-core.
+#   LOGS: the published DTR logs (default ../shared/dtr-logs).
+set -eu
+LOGS=${LOGS:-../shared/dtr-logs}
+REF=${REF:-../shared/reference/simrd-paper-logs.json}
+OUT=bench/replay/results
+BIN=build/bench/dtr-replay
+mkdir -p "$OUT"
+HS="--heuristic dtr --heuristic dtr_eqclass --heuristic dtr_local --heuristic msps --heuristic lru --heuristic largest --heuristic random"
+
+# 1. Fidelity: every heuristic on the eight logs at the reference's nine ratios.
+$BIN $HS --jobs 1 --json $OUT/paper-logs.json $LOGS/*.log > $OUT/paper-logs.txt
+python3 bench/replay/compare.py $OUT/paper-logs.json "$REF" --markdown $OUT/paper-compare.md > $OUT/paper-compare.txt
+
+# 2. Speed: the 72-replay sweep of dtr_eqclass and of dtr, one job, three times each
+#    (wall time as the program reports it, CPU time from /usr/bin/time).
+: > $OUT/speed.txt
+for h in dtr_eqclass dtr; do
+  for i in 1 2 3; do
+    echo "uptime: $(uptime)" >> $OUT/speed.txt
+    /usr/bin/time -f "cpu $h $i: %U s user %S s sys" -a -o $OUT/speed.txt \
+      $BIN --heuristic $h --jobs 1 $LOGS/*.log > /tmp/dtr-replay-speed.txt
+    echo "run $h $i: $(tail -1 /tmp/dtr-replay-speed.txt)" >> $OUT/speed.txt
+  done
+done
+
+# 3. Search strategies on the real logs (exhaustive = the fidelity run above).
+for s in indexed sampled skip_small; do
+  $BIN --heuristic dtr_eqclass --heuristic dtr_local --search $s --jobs 1 \
+       --json $OUT/paper-search-$s.json $LOGS/*.log > $OUT/paper-search-$s.txt
+done
+
+# 4. Our own PyTorch traces, every named heuristic, default ratios.
+$BIN $HS --jobs 1 --json $OUT/traces.json bench/trace/traces/*.log > $OUT/traces.txt
+
+# 5. The figure.
+/usr/bin/python3 bench/replay/plot.py $OUT/paper-logs.json docs/figures/replay-slowdown.png --reference "$REF"
