@@ -67,7 +67,8 @@ def search(args):
                 else:
                     gained += 1
             rows.append((h, s))
-            print(f"| {h} | {s} | {n} | {within} | {better} | {worse} | {lost} | {gained} | {worst:.4f} ({where}) |"
+            worst_text = f"{worst:.4f} ({where})" if worst > 1 else "1 (none worse)"
+            print(f"| {h} | {s} | {n} | {within} | {better} | {worse} | {lost} | {gained} | {worst_text} |"
                   f" {search_s:.2f} (exhaustive {base_s:.2f}) | {evals:,} (exhaustive {base_evals:,}) |")
 
 
