@@ -5,6 +5,7 @@
 //!     dtr-optimal GRAPH.json... [--budgets N] [--time-limit S] [--lp-time-limit S]
 //!                 [--json FILE] [--strategies a,b,...] [--milp-max-nodes N]
 //!                 [--lp-max-nodes N] [--samples K] [--preprocess] [--cpu-time] [--log]
+//!                 [--budget-index i,j,...]   (only those budgets of the N-point sweep, 0-based)
 //!
 //! For each graph: budgets from LB (the largest single-operator footprint, below which no
 //! schedule exists) up to checkpoint-all's peak, evenly spaced; at each budget every strategy
@@ -54,6 +55,7 @@ struct options {
     double lp_time_limit = 600.0;
     std::string json;
     std::vector<std::string> strategies;  // empty: all
+    std::vector<std::size_t> budget_index;  // empty: every budget of the sweep
     std::size_t milp_max_nodes = 200;
     std::size_t lp_max_nodes = 400;
     std::size_t samples = 100;
@@ -67,7 +69,8 @@ struct options {
                  "dtr-optimal: %s\n"
                  "usage: dtr-optimal GRAPH.json... [--budgets N] [--time-limit S] [--lp-time-limit S]\n"
                  "                   [--json FILE] [--strategies a,b,...] [--milp-max-nodes N]\n"
-                 "                   [--lp-max-nodes N] [--samples K] [--preprocess] [--cpu-time] [--log]\n",
+                 "                   [--lp-max-nodes N] [--samples K] [--preprocess] [--cpu-time] [--log]\n"
+                 "                   [--budget-index i,j,...]\n",
                  problem.c_str());
     std::exit(2);
 }
@@ -96,6 +99,11 @@ options parse_args(int argc, char** argv) {
         else if (a == "--log") o.log = true;
         else if (a == "--preprocess") o.preprocess = true;
         else if (a == "--cpu-time") o.cpu_time = true;
+        else if (a == "--budget-index") {
+            std::stringstream ss(value());
+            for (std::string s; std::getline(ss, s, ',');)
+                if (!s.empty()) o.budget_index.push_back(static_cast<std::size_t>(number(s)));
+        }
         else if (a == "--strategies") {
             std::stringstream ss(value());
             for (std::string s; std::getline(ss, s, ',');)
@@ -513,7 +521,12 @@ int main(int argc, char** argv) {
 
         std::vector<record> rows;
         std::vector<checked_outcome> smaller;  // checked schedules of the budgets done so far
-        for (std::size_t b = 0; b < opt.budgets; ++b) {
+        std::vector<std::size_t> swept;
+        for (std::size_t b = 0; b < opt.budgets; ++b)
+            if (opt.budget_index.empty() ||
+                std::find(opt.budget_index.begin(), opt.budget_index.end(), b) != opt.budget_index.end())
+                swept.push_back(b);
+        for (const std::size_t b : swept) {
             const double frac = opt.budgets == 1 ? 1.0 : static_cast<double>(b) / static_cast<double>(opt.budgets - 1);
             const std::uint64_t budget =
                 b + 1 == opt.budgets ? peak_all
@@ -569,11 +582,11 @@ int main(int argc, char** argv) {
         std::printf("  %-10s %-6s", use_gb ? "budget GB" : "budget", "frac");
         for (const auto& s : strategies) std::printf(" %-15s", s.name.c_str());
         std::printf("\n");
-        for (std::size_t b = 0; b < opt.budgets; ++b) {
-            const auto& first = rows[b * strategies.size()];
+        for (std::size_t i = 0; i < swept.size(); ++i) {
+            const auto& first = rows[i * strategies.size()];
             std::printf("  %-10s %-6.3f", gb(first.budget).c_str(), first.fraction);
             for (std::size_t k = 0; k < strategies.size(); ++k)
-                std::printf(" %-15s", cell(rows[b * strategies.size() + k]).c_str());
+                std::printf(" %-15s", cell(rows[i * strategies.size() + k]).c_str());
             std::printf("\n");
         }
         std::fflush(stdout);

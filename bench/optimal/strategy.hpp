@@ -8,8 +8,8 @@
 //! returned schedule through graph::check_schedule() and takes the figures from there, so a
 //! planner cannot report a number for a schedule that is invalid or over budget.
 //!
-//! Adding a planner (DTR simulated on the static graph, say) is one more entry in the list in
-//! optimal.cpp: a name and a function returning an `outcome`.
+//! Adding a planner is one more entry in the list in optimal.cpp: a name and a function
+//! returning an `outcome` (the DTR strategies, `dtr:<heuristic>`, are such entries).
 #pragma once
 
 #include <dtr/graph/schedule.hpp>
