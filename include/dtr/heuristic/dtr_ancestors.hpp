@@ -14,10 +14,10 @@ namespace dtr::heuristics {
 //! if it were evicted now.
 //!
 //! h_DTR also charges t for its evicted descendants (what would need t to be recomputed).
-//! On the published training logs that half over-charges: an evicted descendant of a
-//! resident storage is often never recomputed (a forward activation released by the
-//! program and kept only as metadata under eager eviction, or one whose consumers are
-//! done), and charging it protects storages that are cheap to drop. MSPS already counts
+//! On the published training logs that half over-charges: most of the cost of a victim's
+//! evicted descendants belongs to storages the program has released (kept only as metadata
+//! under eager eviction), and few of those are ever recomputed (docs/heuristics.md gives
+//! the measurements), so charging them protects storages that are cheap to drop. MSPS already counts
 //! ancestors only, but without staleness it evicts storages about to be used. h_anc is
 //! MSPS's numerator under h_DTR's denominator: ablation<cost::estar<false>, true, true>.
 //!
