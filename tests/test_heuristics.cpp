@@ -144,6 +144,7 @@ TEST_CASE("policies are named in code and on command lines") {
     CHECK(std::string(h::random::name) == "random");
     CHECK(std::string(h::dtr_ancestors::name) == "dtr_ancestors");
     CHECK(std::string(h::dtr_ancestors_soft::name) == "dtr_ancestors_soft");
+    CHECK(std::string(h::dtr_held::name) == "dtr_held");
     CHECK(std::string(h::dtr_reduced::name) == "ablation-estar-size-nostale");
     CHECK(std::string(h::ablation<h::cost::eqclass, false, true>::name) == "ablation-eqclass-nosize-stale");
     CHECK(std::string(h::ablation<h::cost::none, true, false>::name) == "ablation-none-size-nostale");
@@ -153,7 +154,7 @@ TEST_CASE("policies are named in code and on command lines") {
     CHECK(std::string(search::exhaustive<h::msps>::name) == "exhaustive:msps");
 
     for (const char* name : {"dtr", "dtr_eqclass", "dtr_local", "msps", "lru", "largest", "random", "dtr_ancestors",
-                             "dtr_ancestors_soft",
+                             "dtr_ancestors_soft", "dtr_held",
                              "ablation-estar-size-nostale", "ablation-eqclass-size-stale",
                              "ablation-local-nosize-nostale", "ablation-none-nosize-stale"}) {
         std::string found;
@@ -165,6 +166,7 @@ TEST_CASE("policies are named in code and on command lines") {
     CHECK(search::with_strategy<h::dtr_eqclass>("indexed", [](auto) {}));
     CHECK_FALSE(search::with_strategy<h::lru>("indexed", [](auto) {})); // not factored
     CHECK_FALSE(search::with_strategy<h::dtr_ancestors_soft>("indexed", [](auto) {})); // exponent != 1
+    CHECK_FALSE(search::with_strategy<h::dtr_held>("indexed", [](auto) {}));          // not factored
     CHECK(search::with_strategy<h::dtr_ancestors>("indexed", [](auto) {}));
     CHECK(search::with_strategy<h::lru>("sampled", [](auto) {}));
 }
@@ -206,6 +208,27 @@ TEST_CASE("each policy's score on a chain with an evicted segment (G1)") {
         CHECK(d == (7.0 + 8) / (8 * std::pow(100.0, 0.7)));
         CHECK(a < 2.0 / 8);  // staleness still counts
         CHECK(a > 2.0 / (8 * 115));
+    }
+    {
+        // dtr_held: b and c still have handles, so a is charged for them as under dtr.
+        auto [a, d] = g1_scores<h::dtr_held>();
+        CHECK(a == (2.0 + 8) / (8 * 115));
+        CHECK(d == (7.0 + 8) / (8 * 100));
+    }
+    {
+        // dtr_held once the program releases b and c (kept as metadata for d's recipe): a
+        // is no longer charged for them; d still is (they are its ancestors).
+        sim_rt<h::dtr_held> rt;
+        g1 g = build_g1(rt);
+        g.tb.reset();
+        g.tc.reset();
+        const auto ctx = now_of(rt);
+        auto& policy = static_cast<h::dtr_held&>(rt.heuristic());
+        CHECK(policy.score(storage(rt, g.a), ctx) == 2.0 / (8 * 115));
+        CHECK(policy.score(storage(rt, g.d), ctx) == (7.0 + 8) / (8 * 100));
+        auto [ra, rd] = g1_scores<h::dtr>();
+        (void)rd;
+        CHECK(ra == (2.0 + 8) / (8 * 115)); // dtr charges a for them regardless
     }
     {
         auto [a, d] = g1_scores<h::lru>();
