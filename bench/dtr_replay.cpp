@@ -4,13 +4,15 @@
 // simulator does (budget = ratio x peak memory of an unlimited run).
 //
 //   dtr-replay [--heuristic NAME]... [--ratio R]... [--dealloc eager|banish] [--search S]
-//              [--thrash-limit X] [--seed N] [--jobs N] [--json FILE] LOG...
+//              [--thrash-limit X] [--seed N] [--jobs N] [--json FILE] [--why] LOG...
 //
 // Heuristics and search strategies are the library's (dtr::heuristics::with_heuristic,
 // dtr::search::with_strategy). Without --heuristic, the paper's policies run (dtr, dtr_eqclass,
 // dtr_local, msps, lru, largest, random). Randomized policies (random, --search sampled) use
 // their fixed default seeds unless --seed is given: every replay of a cell starts from the
-// same seed, so results do not depend on --jobs.
+// same seed, so results do not depend on --jobs. --why prints, after the table, the
+// out_of_memory message of every oom cell (what was asked, resident, pinned); --json always
+// carries it as "error".
 #include "heuristic_registry.hpp"
 
 #include <dtr/replay/replay.hpp>
@@ -46,7 +48,7 @@ struct baseline {
     if (!problem.empty()) std::fprintf(stderr, "dtr-replay: %s\n", problem.c_str());
     std::fprintf(stderr,
                  "usage: dtr-replay [--heuristic NAME]... [--ratio R]... [--dealloc eager|banish]\n"
-                 "                  [--search S] [--thrash-limit X] [--seed N] [--jobs N] [--json FILE] LOG...\n"
+                 "                  [--search S] [--thrash-limit X] [--seed N] [--jobs N] [--json FILE] [--why] LOG...\n"
                  "heuristics: %s\nsearch strategies: %s\n",
                  dtr_bench::heuristic_names().c_str(), dtr_bench::search_names().c_str());
     std::exit(2);
@@ -72,6 +74,7 @@ int main(int argc, char** argv) {
     double thrash_limit = 2.0;
     unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
     std::optional<std::uint64_t> seed;
+    bool why = false;
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
         auto value = [&]() -> std::string {
@@ -79,7 +82,8 @@ int main(int argc, char** argv) {
             return argv[++i];
         };
         try {
-            if (arg == "--heuristic") heuristics.push_back(value());
+            if (arg == "--why") why = true;
+            else if (arg == "--heuristic") heuristics.push_back(value());
             else if (arg == "--ratio") ratios.push_back(std::stod(value()));
             else if (arg == "--json") json = value();
             else if (arg == "--search") search = value();
@@ -181,6 +185,11 @@ int main(int argc, char** argv) {
             std::printf("\n");
         }
     }
+    if (why)
+        for (const task& t : tasks)
+            if (!t.result.error.empty())
+                std::printf("\n%s %s %.2f: %s\n", std::filesystem::path(logs[t.log]).filename().string().c_str(),
+                            t.heuristic.c_str(), t.ratio, t.result.error.c_str());
     std::printf("\n%zu replays of %zu logs in %.2f s wall (%u jobs, search %s)\n", tasks.size(), traces.size(),
                 wall_s, jobs, search.c_str());
 
@@ -207,7 +216,9 @@ int main(int argc, char** argv) {
                 << ", \"remats\": " << r.stats.rematerializations
                 << ", \"heuristic_evals\": " << r.stats.heuristic_evaluations
                 << ", \"metadata_accesses\": " << r.stats.metadata_accesses
-                << ", \"search_ns\": " << r.stats.victim_search_ns << ", \"wall_ms\": " << r.wall_ms << "}"
+                << ", \"search_ns\": " << r.stats.victim_search_ns << ", \"wall_ms\": " << r.wall_ms;
+            if (!r.error.empty()) out << ", \"error\": \"" << json_escape(r.error) << "\"";
+            out << "}"
                 << (i + 1 < tasks.size() ? "," : "") << "\n";
         }
         out << "]\n";

@@ -36,7 +36,7 @@ done
 # 4. Our own PyTorch traces, every named heuristic, default ratios.
 $BIN $HS --jobs 1 --json $OUT/traces.json bench/trace/traces/*.log > $OUT/traces.txt
 $BIN $HS --ratio 0.99 --ratio 0.98 --ratio 0.97 --ratio 0.96 --ratio 0.95 --ratio 0.93 --ratio 0.91 \
-     --jobs 1 --json $OUT/traces-near-peak.json bench/trace/traces/*.log > $OUT/traces-near-peak.txt
+     --jobs 1 --json $OUT/traces-near-peak.json bench/trace/traces/latent-treelstm-t48-h128.log > $OUT/traces-near-peak.txt
 
 # 5. The figure.
 /usr/bin/python3 bench/replay/plot.py $OUT/paper-logs.json docs/figures/replay-slowdown.png --reference "$REF"

@@ -5,6 +5,6 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 py=${1:-/usr/bin/python3}
-# one intra-op thread and the fastest of five runs per operator: steadier times on a shared machine
-"$py" "$here/dtr_trace.py" --all --threads 1 --repeat 5 --out-dir "$here/traces"
+# one intra-op thread and the fastest of three runs per operator: steadier times on a shared machine
+"$py" "$here/dtr_trace.py" --all --threads 1 --repeat 3 --out-dir "$here/traces"
 "$py" "$here/check_log.py" --require-backward "$here"/traces/*.log
