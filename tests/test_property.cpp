@@ -6,7 +6,7 @@
 //
 // Environment: DTR_PROPERTY_SEED (default: random, printed), DTR_PROPERTY_PROGRAMS
 // (default: the build's property_programs option), DTR_PROPERTY_ONLY=i (replay one program).
-#include "support/random_program.hpp"
+#include "support/property_harness.hpp"
 
 #include <dtr/heuristic/dtr_local.hpp>
 #include <dtr/heuristic/largest.hpp>
@@ -26,21 +26,8 @@
 
 namespace {
 
-std::uint64_t env_or(const char* name, std::uint64_t fallback) {
-    const char* v = std::getenv(name);
-    return v != nullptr && *v != '\0' ? std::strtoull(v, nullptr, 10) : fallback;
-}
-
-std::uint64_t splitmix(std::uint64_t x) {
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
-struct totals {
-    std::uint64_t runs = 0, evictions = 0, remats = 0, banishments = 0, ooms = 0, reads = 0;
-};
+using dtr_test::env_or;
+using totals = dtr_test::run_totals;
 
 template <class Heuristic>
 dtr_test::program_trace run_one(std::uint64_t seed, std::size_t steps, dtr::runtime_options options) {
@@ -52,13 +39,10 @@ template <class Heuristic>
 void check_against(const dtr_test::program_trace& reference, std::uint64_t seed, std::size_t steps,
                    dtr::mutation_scope scope, dtr::dealloc_policy dealloc, std::mt19937_64& budget_rng,
                    totals& sum, const std::string& replay) {
-    const std::size_t lo = std::min(reference.floor, reference.peak_resident);
-    const std::size_t hi = reference.peak_resident;
-    const std::size_t budget = lo + static_cast<std::size_t>(std::uniform_real_distribution<double>(0, 1)(budget_rng) *
-                                                             static_cast<double>(hi - lo));
+    const std::size_t budget = dtr_test::draw_budget(reference, budget_rng);
     const char* policy = dealloc == dtr::dealloc_policy::eager_evict ? "eager_evict" : "banish";
     INFO(replay, " heuristic=", std::string(Heuristic::name), " dealloc=", std::string(policy), " budget=", budget,
-         " (reference peak ", hi, ", floor ", lo, ")");
+         " (reference peak ", reference.peak_resident, ", floor ", reference.floor, ")");
     dtr_test::program_trace t;
     try {
         // Whether parameter updates stay recomputable changes memory, never values.
@@ -69,18 +53,8 @@ void check_against(const dtr_test::program_trace& reference, std::uint64_t seed,
         FAIL("program failed: ", std::string(e.what()));
         return;
     }
-    CHECK(t.sizes == reference.sizes);
-    CHECK(t.reads == reference.reads);
-    if (t.ooms == 0) {
-        CHECK(t.peak_resident <= budget);
-        CHECK(t.backend_peak <= budget);
-    }
-    ++sum.runs;
-    sum.evictions += t.evictions;
-    sum.remats += t.remats;
-    sum.banishments += t.banishments;
-    sum.ooms += t.ooms;
-    sum.reads += t.reads.size();
+    dtr_test::check_matches_reference(t, reference, budget);
+    sum.add(t);
 }
 
 } // namespace
@@ -96,7 +70,7 @@ TEST_CASE("random programs under budgets read exactly what the unbudgeted run re
     std::uint64_t ran = 0;
     for (std::uint64_t p = 0; p < programs; ++p) {
         if (only != ~0ULL && p != only) continue;
-        const std::uint64_t program_seed = splitmix(seed ^ splitmix(p));
+        const std::uint64_t program_seed = dtr_test::program_seed(seed, p);
         const std::size_t steps = 30 + program_seed % 170;
         const auto scope = (program_seed >> 20) % 2 ? dtr::mutation_scope::storage : dtr::mutation_scope::tensor;
         const std::string replay = "DTR_PROPERTY_SEED=" + std::to_string(seed) +

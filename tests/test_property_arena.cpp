@@ -17,7 +17,7 @@
 //
 // Environment: DTR_PROPERTY_SEED (default: random, printed), DTR_PROPERTY_PROGRAMS (default:
 // the build's property_programs option), DTR_PROPERTY_ONLY=i (replay one program).
-#include "support/random_program.hpp"
+#include "support/property_harness.hpp"
 
 #include <dtr/backend/host_arena.hpp>
 #include <dtr/heuristic/dtr_local.hpp>
@@ -39,17 +39,7 @@
 
 namespace {
 
-std::uint64_t env_or(const char* name, std::uint64_t fallback) {
-    const char* v = std::getenv(name);
-    return v != nullptr && *v != '\0' ? std::strtoull(v, nullptr, 10) : fallback;
-}
-
-std::uint64_t splitmix(std::uint64_t x) {
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
+using dtr_test::env_or;
 
 //! host_arena_backend that samples the region's fragmentation after every allocation
 //! attempt and classifies refusals.
@@ -122,8 +112,7 @@ void check_against(const dtr_test::program_trace& reference, std::size_t physica
                              : static_cast<double>(physical_peak) / static_cast<double>(reference.peak_resident);
     const std::size_t hi = physical_peak;
     const std::size_t lo = std::min(static_cast<std::size_t>(static_cast<double>(reference.floor) * scale), hi);
-    std::size_t budget = lo + static_cast<std::size_t>(std::uniform_real_distribution<double>(0, 1)(budget_rng) *
-                                                       static_cast<double>(hi - lo));
+    std::size_t budget = dtr_test::draw_budget(lo, hi, budget_rng);
     const char* policy = dealloc == dtr::dealloc_policy::eager_evict ? "eager_evict" : "banish";
     for (int attempt = 0;; ++attempt) {
         INFO(replay, " heuristic=", std::string(Heuristic::name), " dealloc=", std::string(policy),
@@ -181,7 +170,7 @@ TEST_CASE("random programs on a fragmenting region read exactly what the unbudge
     std::uint64_t ran = 0;
     for (std::uint64_t p = 0; p < programs; ++p) {
         if (only != ~0ULL && p != only) continue;
-        const std::uint64_t program_seed = splitmix(seed ^ splitmix(p));
+        const std::uint64_t program_seed = dtr_test::program_seed(seed, p);
         const std::size_t steps = 30 + program_seed % 170;
         const auto scope = (program_seed >> 20) % 2 ? dtr::mutation_scope::storage : dtr::mutation_scope::tensor;
         const std::string replay = "DTR_PROPERTY_SEED=" + std::to_string(seed) + " DTR_PROPERTY_ONLY=" + std::to_string(p);
