@@ -15,6 +15,8 @@
 // --estar-max storages (default 10000): this program keeps its whole released history as
 // evicted metadata (eager eviction), and exact e* maintenance walks that history on every
 // eviction, so the warm-up alone is quadratic in the pool.
+#include "comma_list.hpp"
+
 #include <dtr/heuristic/dtr.hpp>
 #include <dtr/heuristic/dtr_eqclass.hpp>
 #include <dtr/heuristic/dtr_local.hpp>
@@ -191,20 +193,7 @@ result measure(const std::string& strategy_label, Strategy policy, std::size_t e
     return r;
 }
 
-std::vector<std::string> split(std::string_view s) {
-    std::vector<std::string> out;
-    std::string cur;
-    for (char c : s) {
-        if (c == ',') {
-            if (!cur.empty()) out.push_back(cur);
-            cur.clear();
-        } else {
-            cur += c;
-        }
-    }
-    if (!cur.empty()) out.push_back(cur);
-    return out;
-}
+using dtr_bench::split_commas;
 
 //! The policies this benchmark measures (those the indexed search supports).
 template <class F>
@@ -245,11 +234,11 @@ int main(int argc, char** argv) {
         };
         if (a == "--sizes") {
             sizes.clear();
-            for (const auto& s : split(value())) sizes.push_back(std::stoull(s));
+            for (const auto& s : split_commas(value())) sizes.push_back(std::stoull(s));
         } else if (a == "--heuristics") {
-            heuristics = split(value());
+            heuristics = split_commas(value());
         } else if (a == "--strategies") {
-            strategies = split(value());
+            strategies = split_commas(value());
         } else if (a == "--decisions") {
             decisions = std::stoull(std::string(value()));
         } else if (a == "--estar-max") {

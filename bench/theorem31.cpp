@@ -12,6 +12,8 @@
 // step, each gradient after the next one is computed. With eager eviction the whole
 // backward history stays as evicted metadata, which exact e* maintenance walks on every
 // event (quadratic time, same decisions): banish (the default here) keeps runs fast.
+#include "comma_list.hpp"
+
 #include <dtr/heuristic/dtr.hpp>
 #include <dtr/heuristic/dtr_eqclass.hpp>
 #include <dtr/heuristic/dtr_local.hpp>
@@ -68,20 +70,7 @@ bool with_policy(std::string_view name, F&& f) {
     return false;
 }
 
-std::vector<std::string> split(std::string_view s) {
-    std::vector<std::string> out;
-    std::string cur;
-    for (char c : s) {
-        if (c == ',') {
-            if (!cur.empty()) out.push_back(cur);
-            cur.clear();
-        } else {
-            cur += c;
-        }
-    }
-    if (!cur.empty()) out.push_back(cur);
-    return out;
-}
+using dtr_bench::split_commas;
 
 [[noreturn]] void usage(const char* why) {
     std::fprintf(stderr,
@@ -108,9 +97,9 @@ int main(int argc, char** argv) {
             max_n = std::stoull(std::string(value()));
         } else if (a == "--c") {
             cs.clear();
-            for (const auto& c : split(value())) cs.push_back(std::stod(c));
+            for (const auto& c : split_commas(value())) cs.push_back(std::stod(c));
         } else if (a == "--heuristics") {
-            policies = split(value());
+            policies = split_commas(value());
         } else if (a == "--dealloc") {
             const std::string_view v = value();
             if (v == "banish")
