@@ -26,7 +26,6 @@
 
 namespace {
 
-using dtr_test::env_or;
 using totals = dtr_test::run_totals;
 
 template <class Heuristic>
@@ -60,28 +59,20 @@ void check_against(const dtr_test::program_trace& reference, std::uint64_t seed,
 } // namespace
 
 TEST_CASE("random programs under budgets read exactly what the unbudgeted run reads") {
-    const std::uint64_t seed = env_or("DTR_PROPERTY_SEED", std::random_device{}());
-    const std::uint64_t programs = env_or("DTR_PROPERTY_PROGRAMS", DTR_PROPERTY_PROGRAMS);
-    const std::uint64_t only = env_or("DTR_PROPERTY_ONLY", ~0ULL);
-    std::printf("property test: seed %llu, %llu programs (replay: DTR_PROPERTY_SEED=%llu)\n",
-                static_cast<unsigned long long>(seed), static_cast<unsigned long long>(programs),
-                static_cast<unsigned long long>(seed));
+    const dtr_test::property_programs programs("property test", DTR_PROPERTY_PROGRAMS);
     totals sum;
     std::uint64_t ran = 0;
-    for (std::uint64_t p = 0; p < programs; ++p) {
-        if (only != ~0ULL && p != only) continue;
-        const std::uint64_t program_seed = dtr_test::program_seed(seed, p);
-        const std::size_t steps = 30 + program_seed % 170;
-        const auto scope = (program_seed >> 20) % 2 ? dtr::mutation_scope::storage : dtr::mutation_scope::tensor;
-        const std::string replay = "DTR_PROPERTY_SEED=" + std::to_string(seed) +
-                                   " DTR_PROPERTY_ONLY=" + std::to_string(p);
-        INFO(replay);
+    programs.for_each([&](const dtr_test::program_case& c) {
+        const std::uint64_t program_seed = c.seed;
+        const std::size_t steps = c.steps;
+        const auto scope = c.scope;
+        const std::string& replay = c.replay;
         dtr_test::program_trace reference;
         try {
             reference = run_one<dtr::heuristics::dtr_local>(program_seed, steps, {.mutation = scope});
         } catch (const std::exception& e) {
             FAIL("reference run failed: ", std::string(e.what()));
-            continue;
+            return;
         }
         REQUIRE(reference.ooms == 0);
         std::mt19937_64 budget_rng(program_seed);
@@ -91,7 +82,7 @@ TEST_CASE("random programs under budgets read exactly what the unbudgeted run re
             check_against<dtr::heuristics::largest>(reference, program_seed, steps, scope, dealloc, budget_rng, sum, replay);
         }
         ++ran;
-    }
+    });
     std::printf("property test: %llu programs, %llu budgeted runs, %llu values compared, %llu evictions, "
                 "%llu rematerializations, %llu banishments, %llu out_of_memory recovered\n",
                 static_cast<unsigned long long>(ran), static_cast<unsigned long long>(sum.runs),

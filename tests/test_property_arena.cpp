@@ -39,7 +39,6 @@
 
 namespace {
 
-using dtr_test::env_or;
 
 //! host_arena_backend that samples the region's fragmentation after every allocation
 //! attempt and classifies refusals.
@@ -160,28 +159,21 @@ void check_against(const dtr_test::program_trace& reference, std::size_t physica
 } // namespace
 
 TEST_CASE("random programs on a fragmenting region read exactly what the unbudgeted run reads") {
-    const std::uint64_t seed = env_or("DTR_PROPERTY_SEED", std::random_device{}());
-    const std::uint64_t programs = env_or("DTR_PROPERTY_PROGRAMS", DTR_PROPERTY_PROGRAMS);
-    const std::uint64_t only = env_or("DTR_PROPERTY_ONLY", ~0ULL);
-    std::printf("arena property test: seed %llu, %llu programs (replay: DTR_PROPERTY_SEED=%llu)\n",
-                static_cast<unsigned long long>(seed), static_cast<unsigned long long>(programs),
-                static_cast<unsigned long long>(seed));
+    const dtr_test::property_programs programs("arena property test", DTR_PROPERTY_PROGRAMS);
     totals sum;
     std::uint64_t ran = 0;
-    for (std::uint64_t p = 0; p < programs; ++p) {
-        if (only != ~0ULL && p != only) continue;
-        const std::uint64_t program_seed = dtr_test::program_seed(seed, p);
-        const std::size_t steps = 30 + program_seed % 170;
-        const auto scope = (program_seed >> 20) % 2 ? dtr::mutation_scope::storage : dtr::mutation_scope::tensor;
-        const std::string replay = "DTR_PROPERTY_SEED=" + std::to_string(seed) + " DTR_PROPERTY_ONLY=" + std::to_string(p);
-        INFO(replay);
+    programs.for_each([&](const dtr_test::program_case& c) {
+        const std::uint64_t program_seed = c.seed;
+        const std::size_t steps = c.steps;
+        const auto scope = c.scope;
+        const std::string& replay = c.replay;
         dtr_test::program_trace reference;
         try {
             dtr::runtime<dtr::host_backend> rt({.mutation = scope});
             reference = dtr_test::program_runner<decltype(rt)>(rt, program_seed, steps).run();
         } catch (const std::exception& e) {
             FAIL("reference run failed: ", std::string(e.what()));
-            continue;
+            return;
         }
         REQUIRE(reference.ooms == 0);
         // The same program in an ample region: its physical peak scales the budgets. (Sized
@@ -206,7 +198,7 @@ TEST_CASE("random programs on a fragmenting region read exactly what the unbudge
                                                     dealloc, budget_rng, sum, replay);
         }
         ++ran;
-    }
+    });
     const double mean = sum.samples == 0 ? 0 : sum.fragmentation_sum / static_cast<double>(sum.samples);
     std::printf("arena property test: %llu programs, %llu runs (%llu region escalations), %llu values compared, "
                 "%llu evictions, %llu rematerializations\n",
@@ -219,7 +211,7 @@ TEST_CASE("random programs on a fragmenting region read exactly what the unbudge
                 mean, sum.run_mean_max, sum.fragmentation_max, static_cast<unsigned long long>(sum.samples),
                 static_cast<unsigned long long>(sum.refusals), static_cast<unsigned long long>(sum.fragmentation_refusals),
                 static_cast<unsigned long long>(sum.retries), sum.physical_over_requested_max);
-    if (only == ~0ULL && programs >= 20) {
+    if (!programs.single() && programs.count() >= 20) {
         CHECK(sum.retries > 0);
         CHECK(sum.fragmentation_refusals > 0);
         CHECK(sum.remats > 0);

@@ -31,7 +31,6 @@ namespace {
 namespace h = dtr::heuristics;
 namespace search = dtr::search;
 
-using dtr_test::env_or;
 using totals = dtr_test::run_totals;
 
 template <class Heuristic>
@@ -78,26 +77,19 @@ void check_against(const dtr_test::program_trace& reference, std::uint64_t seed,
 } // namespace
 
 TEST_CASE("random programs read the same values under every eviction policy and search strategy") {
-    const std::uint64_t seed = env_or("DTR_PROPERTY_SEED", std::random_device{}());
-    const std::uint64_t programs = env_or("DTR_PROPERTY_PROGRAMS", (DTR_PROPERTY_PROGRAMS + 3) / 4);
-    const std::uint64_t only = env_or("DTR_PROPERTY_ONLY", ~0ULL);
-    std::printf("property test (policies): seed %llu, %llu programs (replay: DTR_PROPERTY_SEED=%llu)\n",
-                static_cast<unsigned long long>(seed), static_cast<unsigned long long>(programs),
-                static_cast<unsigned long long>(seed));
+    const dtr_test::property_programs programs("property test (policies)", (DTR_PROPERTY_PROGRAMS + 3) / 4);
     totals sum;
     std::uint64_t ran = 0;
-    for (std::uint64_t p = 0; p < programs; ++p) {
-        if (only != ~0ULL && p != only) continue;
-        const std::uint64_t program_seed = dtr_test::program_seed(seed, p);
-        const std::size_t steps = 30 + program_seed % 170;
-        const auto scope = (program_seed >> 20) % 2 ? dtr::mutation_scope::storage : dtr::mutation_scope::tensor;
-        INFO("replay: DTR_PROPERTY_SEED=", seed, " DTR_PROPERTY_ONLY=", p);
+    programs.for_each([&](const dtr_test::program_case& c) {
+        const std::uint64_t program_seed = c.seed;
+        const std::size_t steps = c.steps;
+        const auto scope = c.scope;
         dtr_test::program_trace reference;
         try {
             reference = run_one<h::dtr_local>(program_seed, steps, {.mutation = scope});
         } catch (const std::exception& e) {
             FAIL("reference run failed: ", std::string(e.what()));
-            continue;
+            return;
         }
         REQUIRE(reference.ooms == 0);
         std::mt19937_64 budget_rng(program_seed);
@@ -126,7 +118,7 @@ TEST_CASE("random programs read the same values under every eviction policy and 
             check(type_identity<search::indexed<h::dtr_ancestors>>{});
         }
         ++ran;
-    }
+    });
     std::printf("property test (policies): %llu programs, %llu budgeted runs, %llu values compared, %llu "
                 "evictions, %llu rematerializations, %llu out_of_memory recovered\n",
                 static_cast<unsigned long long>(ran), static_cast<unsigned long long>(sum.runs),

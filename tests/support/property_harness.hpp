@@ -10,8 +10,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 
 namespace dtr_test {
 
@@ -31,6 +33,51 @@ inline std::uint64_t splitmix(std::uint64_t x) {
 
 //! Program p of the run seeded `seed`: its own seed, so DTR_PROPERTY_ONLY=p replays it alone.
 inline std::uint64_t program_seed(std::uint64_t seed, std::uint64_t p) { return splitmix(seed ^ splitmix(p)); }
+
+//! One random program of a property test.
+struct program_case {
+    std::uint64_t seed;         //!< the program's own seed (also seeds its budget draws)
+    std::size_t steps;          //!< how many steps the program runs
+    dtr::mutation_scope scope;  //!< the mutation scope its runtimes use
+    std::string replay;         //!< the environment that replays this program alone
+};
+
+//! The programs of one property test, as the environment asks: DTR_PROPERTY_SEED (default
+//! random), DTR_PROPERTY_PROGRAMS (default `default_count`), DTR_PROPERTY_ONLY=p (only program
+//! p). The seed is printed first, so that any failure can be replayed.
+class property_programs {
+public:
+    property_programs(const char* label, std::uint64_t default_count)
+        : seed_(env_or("DTR_PROPERTY_SEED", std::random_device{}())),
+          count_(env_or("DTR_PROPERTY_PROGRAMS", default_count)),
+          only_(env_or("DTR_PROPERTY_ONLY", ~0ULL)) {
+        std::printf("%s: seed %llu, %llu programs (replay: DTR_PROPERTY_SEED=%llu)\n", label,
+                    static_cast<unsigned long long>(seed_), static_cast<unsigned long long>(count_),
+                    static_cast<unsigned long long>(seed_));
+    }
+
+    [[nodiscard]] std::uint64_t count() const noexcept { return count_; }
+    //! Whether DTR_PROPERTY_ONLY picked one program (aggregate checks then mean little).
+    [[nodiscard]] bool single() const noexcept { return only_ != ~0ULL; }
+
+    //! Calls f(program_case) for each selected program, with its replay line in doctest's
+    //! context (printed with any failure inside f).
+    template <class F>
+    void for_each(F&& f) const {
+        for (std::uint64_t p = 0; p < count_; ++p) {
+            if (single() && p != only_) continue;
+            const std::uint64_t s = program_seed(seed_, p);
+            const program_case c{s, 30 + s % 170,
+                                 (s >> 20) % 2 ? dtr::mutation_scope::storage : dtr::mutation_scope::tensor,
+                                 "DTR_PROPERTY_SEED=" + std::to_string(seed_) + " DTR_PROPERTY_ONLY=" + std::to_string(p)};
+            INFO(c.replay);
+            f(c);
+        }
+    }
+
+private:
+    std::uint64_t seed_, count_, only_;
+};
 
 //! A budget drawn uniformly in [lo, hi]; lo is clamped to hi.
 inline std::size_t draw_budget(std::size_t lo, std::size_t hi, std::mt19937_64& rng) {
