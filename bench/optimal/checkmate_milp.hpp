@@ -455,6 +455,22 @@ struct rounding_result {
     std::string how;      //!< "threshold 0.5", "random #17", ...
     std::size_t tried = 0;
     std::size_t feasible = 0;
+
+    //! Completes the rounded S, checks it under `budget` and keeps it when it is the cheapest
+    //! schedule that passed so far.
+    void consider(const static_graph& g, const std::vector<bool>& s, std::uint64_t budget, std::string label) {
+        auto ev = schedule_for_s(g, s);
+        const auto chk = graph::check_schedule(g, ev, budget);
+        ++tried;
+        if (!chk) return;
+        ++feasible;
+        if (!events || chk.cost() < cost) {
+            cost = chk.cost();
+            peak = chk.peak_memory();
+            events = std::move(ev);
+            how = std::move(label);
+        }
+    }
 };
 
 //! @brief Deterministic rounding: S = [S* >= threshold] for each threshold (Checkmate sweeps
@@ -466,17 +482,7 @@ struct rounding_result {
     for (const double th : thresholds) {
         std::vector<bool> s(s_frac.size());
         for (std::size_t k = 0; k < s.size(); ++k) s[k] = s_frac[k] >= th;
-        auto ev = schedule_for_s(g, s);
-        const auto chk = graph::check_schedule(g, ev, budget);
-        ++best.tried;
-        if (!chk) continue;
-        ++best.feasible;
-        if (!best.events || chk.cost() < best.cost) {
-            best.cost = chk.cost();
-            best.peak = chk.peak_memory();
-            best.events = std::move(ev);
-            best.how = "threshold " + std::to_string(th).substr(0, 4);
-        }
+        best.consider(g, s, budget, "threshold " + std::to_string(th).substr(0, 4));
     }
     return best;
 }
@@ -492,17 +498,7 @@ struct rounding_result {
     for (std::size_t k = 0; k < samples; ++k) {
         std::vector<bool> s(s_frac.size());
         for (std::size_t q = 0; q < s.size(); ++q) s[q] = s_frac[q] > 0.0 && unit(rng) < s_frac[q];
-        auto ev = schedule_for_s(g, s);
-        const auto chk = graph::check_schedule(g, ev, budget);
-        ++best.tried;
-        if (!chk) continue;
-        ++best.feasible;
-        if (!best.events || chk.cost() < best.cost) {
-            best.cost = chk.cost();
-            best.peak = chk.peak_memory();
-            best.events = std::move(ev);
-            best.how = "sample " + std::to_string(k);
-        }
+        best.consider(g, s, budget, "sample " + std::to_string(k));
     }
     return best;
 }
