@@ -66,7 +66,8 @@ class thrashing : public std::runtime_error {
 public:
     thrashing(const std::string& message, double remat_cost)
         : std::runtime_error(message), remat_cost_(remat_cost) {}
-    //! @brief Total rematerialization cost (ns) when the limit was passed.
+    //! @brief Rematerialization cost (ns) since the allowance last restarted (construction,
+    //! runtime::set_budget, runtime::set_remat_limit) when the limit was passed.
     [[nodiscard]] double remat_cost() const noexcept { return remat_cost_; }
 
 private:

@@ -12,10 +12,23 @@
 
 namespace dtr {
 
-//! @brief RAII pin of one tensor. While the guard lives, the tensor's storage stays
-//! resident and its address stable; the guard also holds a handle, so the tensor stays
-//! alive. Obtained from runtime::pin (read-only) or runtime::pin_for_write (constants
-//! being initialized). Movable, not copyable; must not outlive its runtime.
+//! @brief RAII pin of one tensor's storage.
+//!
+//! Obtained from runtime::pin (read-only) or runtime::pin_for_write (constants being
+//! initialized). Movable, not copyable.
+//!
+//! Contract:
+//! - The guard pins the *storage version* the tensor named when the guard was taken, for
+//!   the guard's whole life, whatever later happens to the tensor handle: after
+//!   runtime::mutate moves the tensor to a new version, data() still shows the old
+//!   version's bytes (unchanged, since storages are immutable), and the old version stays
+//!   resident until the guard is released. The address is stable meanwhile.
+//! - A write guard (pin_for_write) must be released before any operator reads the
+//!   constant: a call or mutate reading a storage under a live write guard throws
+//!   dtr::logic_error, since bytes written after an operator read them would make its
+//!   recomputation disagree with its first run.
+//! - A guard may outlive its runtime, like a tensor: destroying or resetting it is then
+//!   harmless, and data() throws dtr::logic_error.
 template <class Runtime, bool Writable>
 class basic_pin_guard {
 public:
@@ -24,12 +37,13 @@ public:
 
     basic_pin_guard(basic_pin_guard&& other) noexcept
         : runtime_(std::exchange(other.runtime_, nullptr)), handle_(std::move(other.handle_)),
-          view_(other.view_) {}
+          storage_(std::exchange(other.storage_, nullptr)), view_(other.view_) {}
     basic_pin_guard& operator=(basic_pin_guard&& other) noexcept {
         if (this != &other) {
             reset();
             runtime_ = std::exchange(other.runtime_, nullptr);
             handle_ = std::move(other.handle_);
+            storage_ = std::exchange(other.storage_, nullptr);
             view_ = other.view_;
         }
         return *this;
@@ -38,9 +52,11 @@ public:
     basic_pin_guard& operator=(const basic_pin_guard&) = delete;
     ~basic_pin_guard() { reset(); }
 
-    //! @brief The tensor's bytes. @throws dtr::logic_error on a released guard.
+    //! @brief The pinned bytes (the version the tensor named when the guard was taken).
+    //! @throws dtr::logic_error on a released guard, or when its runtime has been destroyed.
     [[nodiscard]] buffer_view<pointer> data() const {
         DTR_EXPECTS(runtime_ != nullptr, "data() of a released pin guard");
+        DTR_EXPECTS(!handle_.orphaned(), "data() of a pin guard whose runtime has been destroyed");
         return view_;
     }
     //! @brief Host memory as a span of bytes.
@@ -50,24 +66,31 @@ public:
     [[nodiscard]] auto as() const {
         return data().template as<T>();
     }
-    //! @brief The pinned tensor.
+    //! @brief The tensor the guard was taken on. After a mutation it names the tensor's
+    //! new version, while data() still shows the pinned one.
     [[nodiscard]] const tensor& handle() const noexcept { return handle_; }
+    //! @brief True while the guard pins something (not released, not moved from).
+    [[nodiscard]] bool active() const noexcept { return runtime_ != nullptr; }
 
-    //! @brief Unpins early; the guard becomes empty.
+    //! @brief Unpins early; the guard becomes empty. Harmless once the runtime is gone.
     void reset() noexcept {
         if (auto* rt = std::exchange(runtime_, nullptr)) {
-            rt->unpin_guard(handle_);
+            // An orphaned handle means the runtime was destroyed: nothing is pinned any more.
+            if (!handle_.orphaned()) rt->unpin_guard(storage_, Writable);
+            storage_ = nullptr;
             handle_.reset();
         }
     }
 
 private:
     friend Runtime;
-    basic_pin_guard(Runtime& rt, tensor handle, buffer_view<pointer> view) noexcept
-        : runtime_(&rt), handle_(std::move(handle)), view_(view) {}
+    basic_pin_guard(Runtime& rt, tensor handle, detail::storage_header* storage,
+                    buffer_view<pointer> view) noexcept
+        : runtime_(&rt), handle_(std::move(handle)), storage_(storage), view_(view) {}
 
     Runtime* runtime_;
-    tensor handle_;
+    tensor handle_;                     //!< keeps the tensor alive; tells an orphan
+    detail::storage_header* storage_;   //!< the version pinned, whatever the handle names now
     buffer_view<pointer> view_;
 };
 

@@ -183,10 +183,18 @@ public:
         return storage_of(t)->rematerializable();
     }
     [[nodiscard]] std::size_t budget() const noexcept { return options_.budget; }
-    //! @brief Changes the budget, evicting until resident bytes fit under it.
+    //! @brief Changes the budget, evicting until resident bytes fit under it. A new budget
+    //! also restarts the rematerialization allowance (see set_remat_limit).
     //! @throws dtr::out_of_memory (budget unchanged) when not enough is evictable.
     void set_budget(std::size_t bytes);
     [[nodiscard]] std::size_t resident_bytes() const noexcept { return counters_.resident_bytes; }
+    //! @brief Sets runtime_options::remat_limit and restarts the allowance: from now on,
+    //! dtr::thrashing is thrown once recomputation since this call (or since the last
+    //! set_budget) costs more than `limit` ns. After a dtr::thrashing error, every further
+    //! recomputation throws it again until the budget is raised with set_budget() or the
+    //! allowance is restarted here; nothing computed is lost meanwhile.
+    //! @throws dtr::logic_error on a negative or NaN limit, or from inside an operator.
+    void set_remat_limit(cost_t limit);
     //! @brief The runtime clock: total cost of every operator run so far (ns). On a backend
     //! with deferred costs (dtr::deferred_costs) it advances by the provisional cost at once
     //! and by the rest when the measurement arrives; it never runs backwards.
@@ -290,7 +298,7 @@ private:
     tensor make_tensor(storage_t* s, std::size_t offset, std::size_t length);
     void release_tensor(detail::tensor_node* node) noexcept override;
     void release_now(detail::tensor_node* node) noexcept;
-    void unpin_guard(const tensor& t) noexcept;
+    void unpin_guard(detail::storage_header* pinned, bool writable) noexcept;
     template <bool Writable>
     basic_pin_guard<runtime, Writable> pin_impl(const tensor& t);
 
@@ -325,7 +333,8 @@ private:
     void free_memory(pointer p, std::size_t bytes) noexcept;
     storage_t* choose_victim();
     void evict_storage(storage_t* s, bool eager) noexcept;
-    [[noreturn]] void throw_out_of_memory(std::size_t bytes, bool backend_refused) const;
+    [[noreturn]] void throw_out_of_memory(std::size_t bytes, bool backend_refused,
+                                          bool system_refused = false) const;
 
     // ---- deferred costs (backends modelling dtr::deferred_costs) -----------------------
     //! A measurement started by execute() and not handed over yet, in execute() order.
@@ -388,6 +397,7 @@ private:
     pool_list pool_;
 
     // Work lists, kept to reuse their capacity.
+    cost_t remat_allowance_start_ = 0; //!< counters_.remat_cost when the allowance restarted
     std::vector<storage_t*> examine_queue_;
     detail::tensor_node* deferred_ = nullptr; //!< releases to handle when not busy
     std::vector<frame> frames_;

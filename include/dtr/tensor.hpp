@@ -106,6 +106,10 @@ public:
         return node_->offset;
     }
 
+    //! @brief True when the handle refers to a tensor whose runtime has been destroyed (it
+    //! can only be destroyed or reset).
+    [[nodiscard]] bool orphaned() const noexcept { return node_ != nullptr && node_->owner == nullptr; }
+
     //! @brief Number of handles sharing this tensor (diagnostics and tests).
     [[nodiscard]] std::uint64_t use_count() const noexcept { return node_ ? node_->refs : 0; }
 

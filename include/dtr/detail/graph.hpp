@@ -179,6 +179,7 @@ struct storage_node : storage_header {
     cost_t compute_cost = 0;
     cost_t accessed = 0;
     std::uint32_t pins = 0;        //!< operator inputs in use, rematerialization frames, guards
+    std::uint32_t write_guards = 0; //!< live pin_for_write guards (also counted in pins)
     bool is_resident = false;
     bool is_constant = false;      //!< created by runtime::constant (or a version of one)
     bool banish_pending = false;   //!< released under the banish policy, not yet safe

@@ -67,6 +67,8 @@ void runtime<B, H>::release_now(detail::tensor_node* node) noexcept {
 template <class B, class H>
 tensor runtime<B, H>::view(const tensor& t, std::size_t offset, std::size_t length) {
     detail::tensor_node* node = node_of(t, "view");
+    DTR_EXPECTS(!in_operator_, "view() called from inside an operator (operators must not call the "
+                               "runtime; make the output a view with ctx.alias())");
     DTR_EXPECTS(offset <= node->length && length <= node->length - offset,
                 "view [" + std::to_string(offset) + ", +" + std::to_string(length) +
                     ") exceeds a tensor of " + std::to_string(node->length) + " bytes");
@@ -100,10 +102,11 @@ basic_pin_guard<runtime<B, H>, Writable> runtime<B, H>::pin_impl(const tensor& t
     make_resident(s);
     pin(s);
     ++user_pins_;
+    if constexpr (Writable) ++s->write_guards;
     using guard = basic_pin_guard<runtime, Writable>;
     using view_pointer = typename guard::pointer;
     const view_pointer base = s->ptr;
-    return guard(*this, t, buffer_view<view_pointer>(base + node->offset, node->length));
+    return guard(*this, t, s, buffer_view<view_pointer>(base + node->offset, node->length));
 }
 
 template <class B, class H>
@@ -117,9 +120,11 @@ auto runtime<B, H>::pin_for_write(const tensor& t) -> write_guard {
 }
 
 template <class B, class H>
-void runtime<B, H>::unpin_guard(const tensor& t) noexcept {
-    auto* s = static_cast<storage_t*>(t.node()->storage);
+void runtime<B, H>::unpin_guard(detail::storage_header* pinned, bool writable) noexcept {
+    // The guard's own storage, not its handle's: a mutation may have moved the handle on.
+    auto* s = static_cast<storage_t*>(pinned);
     --user_pins_;
+    if (writable) --s->write_guards;
     busy_scope busy(*this);
     unpin(s);
 }
@@ -178,9 +183,18 @@ void runtime<B, H>::call_impl(Op&& op, std::span<const tensor> inputs, std::size
         const detail::tensor_node* node = inputs[i].node();
         if (node == nullptr || node->owner != static_cast<const detail::runtime_base*>(this))
             node_of(inputs[i], ("call input " + std::to_string(i)).c_str());
+        const auto* s = static_cast<const storage_t*>(node->storage);
+        DTR_EXPECTS(s->write_guards == 0,
+                    "call input " + std::to_string(i) + ": constant storage #" + std::to_string(s->sid) +
+                        " has a live write guard from pin_for_write(); release the guard before an "
+                        "operator reads the constant (bytes written after an operator read them "
+                        "would make its recomputation disagree with its first run)");
     }
-    // Distinct storages among the mutated inputs: each gets one new version.
+    // Distinct storages among the mutated inputs: each gets one new version. The mutated
+    // tensors are remembered now: the operator may reset the caller's handles while it runs.
     std::vector<storage_t*> mutated_storages;
+    std::vector<detail::tensor_node*> mutated_nodes;
+    if (options_.mutation == mutation_scope::tensor) mutated_nodes.reserve(options.mutates.size());
     for (std::uint32_t m : options.mutates) {
         DTR_EXPECTS(m < inputs.size(), "mutated input index " + std::to_string(m) +
                                            " out of range: the call has " +
@@ -188,6 +202,7 @@ void runtime<B, H>::call_impl(Op&& op, std::span<const tensor> inputs, std::size
         auto* s = static_cast<storage_t*>(inputs[m].node()->storage);
         if (std::find(mutated_storages.begin(), mutated_storages.end(), s) == mutated_storages.end())
             mutated_storages.push_back(s);
+        if (options_.mutation == mutation_scope::tensor) mutated_nodes.push_back(inputs[m].node());
     }
     if (options.cost) DTR_EXPECTS(*options.cost >= 0, "negative operator cost");
 
@@ -268,8 +283,9 @@ void runtime<B, H>::call_impl(Op&& op, std::span<const tensor> inputs, std::size
                 r.new_version->tensors.push_back(tn);
             }
         } else {
-            for (std::uint32_t m : options.mutates) {
-                detail::tensor_node* tn = inputs[m].node();
+            // The nodes taken before the run: a handle the operator reset is empty now, but
+            // its node (released at the end of this call) still views the old version.
+            for (detail::tensor_node* tn : mutated_nodes) {
                 if (tn->storage != r.old_version) continue; // already moved (listed twice)
                 r.old_version->tensors.erase(r.old_version->tensors.iterator_to(*tn));
                 tn->storage = r.new_version;
@@ -427,12 +443,15 @@ void runtime<B, H>::run(op_t& op, bool remat, std::optional<cost_t> supplied) {
             pending_costs_.back() = {!remat && op.live > 0 ? &op : nullptr, measured, remat, true};
     }
     exec_op_ = nullptr;
-    if (remat && counters_.remat_cost > options_.remat_limit)
-        throw thrashing("dtr: rematerialization cost " + std::to_string(counters_.remat_cost) +
+    if (remat && counters_.remat_cost - remat_allowance_start_ > options_.remat_limit)
+        throw thrashing("dtr: rematerialization cost " +
+                            std::to_string(counters_.remat_cost - remat_allowance_start_) +
                             " ns exceeds the limit of " + std::to_string(options_.remat_limit) +
                             " ns (runtime_options::remat_limit) while restoring operator #" +
-                            std::to_string(op.id),
-                        counters_.remat_cost);
+                            std::to_string(op.id) +
+                            "; raise the budget (set_budget) or restart the allowance "
+                            "(set_remat_limit) to go on",
+                        counters_.remat_cost - remat_allowance_start_);
 }
 
 template <class B, class H>
@@ -506,9 +525,10 @@ void runtime<B, H>::alias_output(std::size_t output, std::size_t input, std::siz
     if (exec_remat_) {
         DTR_EXPECTS(slot.alias_input == static_cast<std::int32_t>(input) &&
                         slot.alias_offset == offset && slot.alias_length == length,
-                    "operator #" + std::to_string(op.id) +
-                        " is not deterministic: output " + std::to_string(output) +
-                        " is a different view than at its first run");
+                    "operator #" + std::to_string(op.id) + " is not deterministic: output " +
+                        std::to_string(output) +
+                        (slot.alias_input < 0 ? " is a view now, but its first run made it a fresh output"
+                                              : " is a different view than at its first run"));
     } else {
         slot.alias_input = static_cast<std::int32_t>(input);
         slot.alias_offset = offset;

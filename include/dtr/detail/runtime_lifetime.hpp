@@ -174,6 +174,8 @@ void runtime<B, H>::check_invariants() const {
         if (s.pool_hook.is_linked() != s.evictable()) fail(sid(s) + ": pool membership disagrees with evictability");
         if (s.pool_hook.is_linked()) ++pool_members;
         pins += s.pins;
+        if (s.write_guards > s.pins) fail(sid(s) + ": more write guards than pins");
+        if (s.write_guards > 0 && !s.is_constant) fail(sid(s) + ": a write guard on a computed storage");
         if (!s.is_resident && s.producer == nullptr) fail(sid(s) + " is evicted but has no recipe");
         if (s.tensors.empty() && s.consumers.empty() && s.pins == 0) fail(sid(s) + " is garbage (no handle, no dependent) but alive");
         if (s.queued) fail(sid(s) + " is still queued at rest");

@@ -128,13 +128,23 @@ void runtime<B, H>::refresh_pool(storage_t* s) noexcept {
 template <class B, class H>
 auto runtime<B, H>::allocate(std::size_t bytes) -> pointer {
     if (bytes > options_.budget) throw_out_of_memory(bytes, false);
+    bool system_refused = false;
     while (bytes > options_.budget - counters_.resident_bytes) {
         storage_t* victim = choose_victim();
         if (victim == nullptr) throw_out_of_memory(bytes, false);
         evict_storage(victim, false);
     }
     for (;;) {
-        const pointer p = backend_.allocate(bytes);
+        pointer p{};
+        try {
+            p = backend_.allocate(bytes);
+        } catch (const out_of_memory&) {
+            throw;
+        } catch (const std::bad_alloc&) {
+            // The system allocator behind the backend failed (a host backend under an
+            // unlimited budget): a refusal like any other, explained as ours.
+            system_refused = true;
+        }
         if (p != pointer{}) {
             counters_.resident_bytes += bytes;
             counters_.peak_resident_bytes = std::max(counters_.peak_resident_bytes, counters_.resident_bytes);
@@ -145,7 +155,7 @@ auto runtime<B, H>::allocate(std::size_t bytes) -> pointer {
         // The budget allows it but the backend has no block (fragmentation, or a capacity
         // below the budget): keep evicting in heuristic order and retry.
         storage_t* victim = choose_victim();
-        if (victim == nullptr) throw_out_of_memory(bytes, true);
+        if (victim == nullptr) throw_out_of_memory(bytes, true, system_refused);
         ++counters_.allocation_retries;
         evict_storage(victim, false);
     }
@@ -202,7 +212,8 @@ void runtime<B, H>::evict_storage(storage_t* s, bool eager) noexcept {
 }
 
 template <class B, class H>
-void runtime<B, H>::throw_out_of_memory(std::size_t bytes, bool backend_refused) const {
+void runtime<B, H>::throw_out_of_memory(std::size_t bytes, bool backend_refused,
+                                         bool system_refused) const {
     out_of_memory::details d;
     d.requested = bytes;
     d.budget = options_.budget;
@@ -234,7 +245,10 @@ void runtime<B, H>::throw_out_of_memory(std::size_t bytes, bool backend_refused)
         << d.pinned << " bytes in " << d.pinned_storages << " storages cannot be evicted (pinned: "
         << pinned << ", constants: " << constants << ", without a recipe: " << unrecipied
         << ") and " << in_flight << " bytes are buffers of the running operator";
-    if (backend_refused)
+    if (system_refused)
+        msg << "; the budget allows it but the system allocator behind the backend failed "
+               "(std::bad_alloc) even with everything evictable evicted";
+    else if (backend_refused)
         msg << "; the budget allows it but the backend has no block of that size";
     else
         msg << "; nothing evictable is left";
@@ -281,6 +295,15 @@ void runtime<B, H>::set_budget(std::size_t bytes) {
         evict_storage(victim, false);
     }
     options_.budget = bytes;
+    remat_allowance_start_ = counters_.remat_cost;
+}
+
+template <class B, class H>
+void runtime<B, H>::set_remat_limit(cost_t limit) {
+    DTR_EXPECTS(!in_operator_, "set_remat_limit() called from inside an operator");
+    DTR_EXPECTS(limit >= 0, "set_remat_limit: the limit must be a non-negative number of ns");
+    options_.remat_limit = limit;
+    remat_allowance_start_ = counters_.remat_cost;
 }
 
 // =====================================================================================
