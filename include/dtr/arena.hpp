@@ -49,10 +49,14 @@
 #include <boost/intrusive/set_hook.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <iterator>
+#include <limits>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -431,5 +435,105 @@ private:
     address_index by_address_;
     size_index free_by_size_;
 };
+
+// =====================================================================================
+// Fragmentation-aware eviction: the cheapest window of adjacent blocks
+// =====================================================================================
+
+//! @brief One block of a region as the window search sees it (see cheapest_window()).
+struct window_block {
+    //! What evicting the block means.
+    enum class kind : std::uint8_t {
+        free,      //!< a hole: part of any window at no cost
+        evictable, //!< a live block the runtime may evict, at cost `score`
+        fixed,     //!< a live block that must stay (pinned, constant, running operator): a wall
+    };
+    std::size_t offset = 0;
+    std::size_t size = 0;
+    kind what = kind::free;
+    //! The cost of evicting it (evictable blocks): the heuristic's score, lower is cheaper.
+    //! Negative scores count as 0 and NaN as +infinity, so that sums stay ordered.
+    double score = 0;
+};
+
+//! @brief The window cheapest_window() chose: blocks [first, last) of its input.
+struct window_choice {
+    std::size_t first = 0;         //!< index of the first block of the window
+    std::size_t last = 0;          //!< index one past the last block
+    std::size_t offset = 0;        //!< address of the window's first byte
+    std::size_t size = 0;          //!< bytes the window spans (free and evicted together)
+    double score = 0;              //!< sum of the evictable blocks' scores
+    std::size_t evictions = 0;     //!< evictable blocks in the window
+    std::size_t evicted_bytes = 0; //!< their bytes
+};
+
+//! @brief Among the runs of adjacent blocks that contain no fixed block and span at least
+//! `need` bytes, the one whose eviction costs least: lowest total score, then fewest
+//! evictions, then fewest evicted bytes, then lowest address. Evicting its evictable blocks
+//! leaves one free block of at least `need` bytes (free neighbours coalesce), which is
+//! what an allocation refused for fragmentation needs.
+//!
+//! Why this and not "evict in heuristic order until a block appears": the heuristic's
+//! victims are scattered over the region, so freeing `need` contiguous bytes that way can
+//! take many evictions of storages that are nowhere near each other; the window evicts only
+//! neighbours, and picks the neighbourhood whose eviction is cheapest.
+//!
+//! @param blocks the region's blocks in address order (e.g. from arena::for_each_block);
+//!        two blocks that are not adjacent (a gap in the offsets) are treated as separated
+//!        by a wall.
+//! @param need   the size of the block wanted, already rounded as the allocator rounds.
+//! @returns the chosen window, or std::nullopt when no run without fixed blocks spans
+//!          `need` bytes (evicting everything evictable would not help either).
+//! @par Complexity: O(n + the total length of the windows examined), n = blocks.size():
+//! two pointers (scores are non-negative, so for each last block the shortest window
+//! ending there is the cheapest), and each candidate's score is summed afresh rather than
+//! kept as a running difference, which could lose small scores next to large ones.
+//! @par Throws: nothing.
+[[nodiscard]] inline std::optional<window_choice>
+cheapest_window(std::span<const window_block> blocks, std::size_t need) noexcept {
+    auto cost_of = [](const window_block& b) noexcept {
+        if (b.what != window_block::kind::evictable) return 0.0;
+        if (std::isnan(b.score)) return std::numeric_limits<double>::infinity();
+        return b.score < 0 ? 0.0 : b.score;
+    };
+    auto better = [](const window_choice& a, const window_choice& b) noexcept {
+        if (a.score != b.score) return a.score < b.score;
+        if (a.evictions != b.evictions) return a.evictions < b.evictions;
+        if (a.evicted_bytes != b.evicted_bytes) return a.evicted_bytes < b.evicted_bytes;
+        return a.offset < b.offset;
+    };
+    std::optional<window_choice> best;
+    std::size_t l = 0, span = 0;
+    for (std::size_t r = 0; r < blocks.size(); ++r) {
+        const window_block& b = blocks[r];
+        const bool adjacent =
+            r > l && blocks[r - 1].offset + blocks[r - 1].size == b.offset;
+        if (b.what == window_block::kind::fixed) {
+            l = r + 1;
+            span = 0;
+            continue;
+        }
+        if (r > l && !adjacent) { // a hole in the description: start afresh here
+            l = r;
+            span = 0;
+        }
+        span += b.size;
+        while (l < r && span - blocks[l].size >= need) span -= blocks[l++].size;
+        if (span < need) continue;
+        window_choice c;
+        c.first = l;
+        c.last = r + 1;
+        c.offset = blocks[l].offset;
+        c.size = span;
+        for (std::size_t i = l; i <= r; ++i) {
+            if (blocks[i].what != window_block::kind::evictable) continue;
+            c.score += cost_of(blocks[i]);
+            ++c.evictions;
+            c.evicted_bytes += blocks[i].size;
+        }
+        if (!best || better(c, *best)) best = c;
+    }
+    return best;
+}
 
 } // namespace dtr

@@ -46,6 +46,28 @@ concept backend = requires(B& b, typename B::pointer p, typename B::const_pointe
     { b.execute(body) } -> std::convertible_to<cost_t>;
 };
 
+//! @brief Optional capability of a backend whose allocations tile one fixed region (the
+//! dtr::arena backends: host_arena_backend, cuda_backend, sim_backend::with_arena): it
+//! describes the region's address layout, so that when the budget allows an allocation but
+//! no free block holds it, the runtime can evict the cheapest window of adjacent blocks
+//! (dtr::cheapest_window) instead of evicting in heuristic order until a block appears
+//! (runtime_options::fragmentation).
+//! - `has_layout()`: whether this instance has such a region (false: the capability is
+//!   unused, e.g. a sim_backend with an endless address space);
+//! - `layout_alignment()`: the region rounds every request up to a multiple of this;
+//! - `region_offset(p)`: the offset in the region of the block that allocate() returned as p;
+//! - `for_each_block(fn)`: calls `fn(offset, size, is_free)` for every block in address order.
+//! Freeing every evictable block of a window must leave one free block covering it (the
+//! allocator coalesces), and allocate() must then succeed for a request that fits it.
+template <class B>
+concept reports_layout =
+    requires(const B& b, typename B::const_pointer p, void (*fn)(std::size_t, std::size_t, bool)) {
+        { b.has_layout() } -> std::convertible_to<bool>;
+        { b.layout_alignment() } -> std::convertible_to<std::size_t>;
+        { b.region_offset(p) } -> std::convertible_to<std::size_t>;
+        b.for_each_block(fn);
+    };
+
 //! @brief What a heuristic receives besides the storage: the runtime clock, and two
 //! counters it increments: storage-metadata reads and writes (the paper's
 //! machine-independent overhead measure) and score evaluations (for policies that replace

@@ -30,6 +30,10 @@ struct counters {
     std::uint64_t victim_search_ns = 0;   //!< wall time spent choosing victims
     cost_t compute_cost = 0;              //!< total cost of first executions
     cost_t remat_cost = 0;                //!< total cost of rematerializations
+    //! allocations the budget allowed that the backend refused at first (no block large enough)
+    std::uint64_t fragmented_allocations = 0;
+    //! storages evicted as part of a window (runtime_options::fragmentation = window)
+    std::uint64_t window_evictions = 0;
 };
 
 //! @brief Writes the counters as `name=value` pairs on one line (logs, test failures).
@@ -45,7 +49,9 @@ inline std::ostream& operator<<(std::ostream& os, const counters& c) {
               << " metadata_accesses=" << c.metadata_accesses
               << " victim_searches=" << c.victim_searches
               << " victim_search_ns=" << c.victim_search_ns << " compute_cost=" << c.compute_cost
-              << " remat_cost=" << c.remat_cost;
+              << " remat_cost=" << c.remat_cost
+              << " fragmented_allocations=" << c.fragmented_allocations
+              << " window_evictions=" << c.window_evictions;
 }
 
 } // namespace dtr

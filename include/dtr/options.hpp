@@ -50,6 +50,18 @@ enum class constant_update : std::uint8_t {
     rematerializable,
 };
 
+//! @brief What the runtime evicts when the budget allows an allocation but the backend has
+//! no free block large enough (fragmentation). Only backends that describe their region
+//! (dtr::reports_layout: the arena backends) can honour `window`; on any other backend, and
+//! on a sim_backend without an arena, the runtime always evicts one by one.
+enum class fragmentation_policy : std::uint8_t {
+    //! Evict the adjacent blocks whose eviction frees a large enough block at the lowest
+    //! total heuristic score (dtr::cheapest_window), then allocate there.
+    window,
+    //! Evict in heuristic order, retrying after each eviction, until a block appears.
+    one_by_one,
+};
+
 //! @brief Construction-time settings of a runtime.
 struct runtime_options {
     //! Hard limit on resident bytes (sum of the sizes of resident storages, plus buffers of
@@ -62,6 +74,8 @@ struct runtime_options {
     //! dtr::thrashing instead of recomputing on: a budget too tight for the program makes
     //! recomputation grow without bound. Default: no limit.
     cost_t remat_limit = std::numeric_limits<cost_t>::infinity();
+    //! What to evict when the backend refuses an allocation the budget allows.
+    fragmentation_policy fragmentation = fragmentation_policy::window;
 };
 
 //! @brief Per-call settings of runtime::call.

@@ -8,6 +8,7 @@
 //! needed again. See docs/design.md for the data model and invariants.
 #pragma once
 
+#include <dtr/arena.hpp>
 #include <dtr/backend/host.hpp>
 #include <dtr/backend/sim.hpp>
 #include <dtr/buffer_view.hpp>
@@ -332,6 +333,13 @@ private:
     pointer allocate(std::size_t bytes);
     void free_memory(pointer p, std::size_t bytes) noexcept;
     storage_t* choose_victim();
+    //! What evict_window() did.
+    enum class window_outcome : std::uint8_t {
+        evicted,     //!< evicted a window: the retry gets a block
+        none,        //!< no window spans the request: evicting more cannot help
+        unavailable, //!< the backend has no layout, or the policy is one_by_one
+    };
+    window_outcome evict_window(std::size_t bytes);
     void evict_storage(storage_t* s, bool eager) noexcept;
     [[noreturn]] void throw_out_of_memory(std::size_t bytes, bool backend_refused,
                                           bool system_refused = false) const;
@@ -409,6 +417,12 @@ private:
     std::vector<output_state> exec_outputs_;
     std::vector<version_state> exec_versions_;
     std::vector<detail::input_binding<Backend>> exec_bindings_;
+
+    // Fragmentation-aware eviction (evict_window): the region's blocks, the storage owning
+    // each evictable one, and the evictable storages by region offset.
+    std::vector<window_block> window_blocks_;
+    std::vector<storage_t*> window_owners_;
+    std::vector<std::pair<std::size_t, storage_t*>> window_candidates_;
 
     // Deferred costs: [pending_head_, size) are awaiting their measurement.
     std::vector<pending_cost> pending_costs_;

@@ -259,6 +259,21 @@ public:
     //! @brief Start of the region; block addresses are base() + arena offset.
     [[nodiscard]] const_pointer base() const noexcept { return const_pointer(base_); }
 
+    // ---- dtr::reports_layout: the region's blocks, for fragmentation-aware eviction --------
+    [[nodiscard]] bool has_layout() const noexcept { return true; }
+    [[nodiscard]] std::size_t layout_alignment() const noexcept { return arena_.alignment(); }
+    //! @brief The region offset of the block allocate() returned as `p` (host arithmetic on
+    //! the address; the device is not touched).
+    [[nodiscard]] std::size_t region_offset(const_pointer p) const noexcept {
+        return static_cast<std::size_t>(p.get() - base_);
+    }
+    //! @brief Calls `fn(offset, size, is_free)` for every block in address order.
+    //! @par Complexity: O(blocks).
+    template <class Fn>
+    void for_each_block(Fn&& fn) const {
+        arena_.for_each_block(fn);
+    }
+
 private:
     struct timing_slot {
         cudaEvent_t start = nullptr;
@@ -343,5 +358,6 @@ private:
 static_assert(backend<cuda_backend>, "cuda_backend must model dtr::backend");
 static_assert(deferred_costs<cuda_backend>, "cuda_backend hands over its costs lazily");
 static_assert(reports_memory<cuda_backend>, "cuda_backend reports its region");
+static_assert(reports_layout<cuda_backend>, "cuda_backend describes its region's blocks");
 
 } // namespace dtr

@@ -124,6 +124,20 @@ public:
     //! @brief Start of the region; block addresses are base() + arena offset.
     [[nodiscard]] const_pointer base() const noexcept { return base_; }
 
+    // ---- dtr::reports_layout: the region's blocks, for fragmentation-aware eviction --------
+    [[nodiscard]] bool has_layout() const noexcept { return true; }
+    [[nodiscard]] std::size_t layout_alignment() const noexcept { return arena_.alignment(); }
+    //! @brief The region offset of the block allocate() returned as `p`.
+    [[nodiscard]] std::size_t region_offset(const_pointer p) const noexcept {
+        return static_cast<std::size_t>(p - base_);
+    }
+    //! @brief Calls `fn(offset, size, is_free)` for every block in address order.
+    //! @par Complexity: O(blocks).
+    template <class Fn>
+    void for_each_block(Fn&& fn) const {
+        arena_.for_each_block(fn);
+    }
+
 private:
     arena arena_; // first: base_'s initializer reads its rounded capacity
     pointer base_;
@@ -132,5 +146,6 @@ private:
 
 static_assert(backend<host_arena_backend>);
 static_assert(reports_memory<host_arena_backend>);
+static_assert(reports_layout<host_arena_backend>);
 
 } // namespace dtr

@@ -115,6 +115,25 @@ public:
     //! @brief The arena, or nullptr for the endless address space.
     [[nodiscard]] const arena* layout() const noexcept { return arena_ ? &*arena_ : nullptr; }
 
+    // ---- dtr::reports_layout: the region's blocks, for fragmentation-aware eviction --------
+    //! @brief True with an arena; the endless address space has no layout (and never
+    //! refuses for fragmentation), so the runtime's window search is never used on it.
+    [[nodiscard]] bool has_layout() const noexcept { return arena_.has_value(); }
+    //! @brief The arena's alignment (1 without an arena).
+    [[nodiscard]] std::size_t layout_alignment() const noexcept {
+        return arena_ ? arena_->alignment() : 1;
+    }
+    //! @brief The region offset of the block allocate() returned as `p` (arena only).
+    [[nodiscard]] std::size_t region_offset(const_pointer p) const noexcept {
+        return arena_ ? static_cast<std::size_t>(p - arena_->alignment()) : 0;
+    }
+    //! @brief Calls `fn(offset, size, is_free)` for every block of the region in address
+    //! order; nothing without an arena. @par Complexity: O(blocks).
+    template <class Fn>
+    void for_each_block(Fn&& fn) const {
+        if (arena_) arena_->for_each_block(fn);
+    }
+
 private:
     std::size_t capacity_;
     std::size_t used_ = 0;
@@ -126,5 +145,6 @@ private:
 
 static_assert(backend<sim_backend>);
 static_assert(reports_memory<sim_backend>);
+static_assert(reports_layout<sim_backend>);
 
 } // namespace dtr

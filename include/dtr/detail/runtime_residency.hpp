@@ -129,6 +129,7 @@ template <class B, class H>
 auto runtime<B, H>::allocate(std::size_t bytes) -> pointer {
     if (bytes > options_.budget) throw_out_of_memory(bytes, false);
     bool system_refused = false;
+    bool refused = false; // the backend refused this request once already
     while (bytes > options_.budget - counters_.resident_bytes) {
         storage_t* victim = choose_victim();
         if (victim == nullptr) throw_out_of_memory(bytes, false);
@@ -153,11 +154,83 @@ auto runtime<B, H>::allocate(std::size_t bytes) -> pointer {
             return p;
         }
         // The budget allows it but the backend has no block (fragmentation, or a capacity
-        // below the budget): keep evicting in heuristic order and retry.
+        // below the budget). On a backend that describes its region, evict the cheapest
+        // window of neighbours that frees a block; otherwise (or under one_by_one) keep
+        // evicting in heuristic order and retry.
+        if (!refused) {
+            refused = true;
+            ++counters_.fragmented_allocations;
+        }
+        if (!system_refused) {
+            const window_outcome w = evict_window(bytes);
+            if (w == window_outcome::none) throw_out_of_memory(bytes, true);
+            if (w == window_outcome::evicted) {
+                ++counters_.allocation_retries;
+                continue;
+            }
+        }
         storage_t* victim = choose_victim();
         if (victim == nullptr) throw_out_of_memory(bytes, true, system_refused);
         ++counters_.allocation_retries;
         evict_storage(victim, false);
+    }
+}
+
+template <class B, class H>
+auto runtime<B, H>::evict_window(std::size_t bytes) -> window_outcome {
+    if constexpr (reports_layout<B>) {
+        if (options_.fragmentation != fragmentation_policy::window || !backend_.has_layout())
+            return window_outcome::unavailable;
+        // Scores read costs: fold in every measurement that has finished (never waits).
+        if constexpr (deferred_costs<B>) collect_costs(cost_collection::ready);
+        const auto start = std::chrono::steady_clock::now();
+        const std::size_t a = std::max<std::size_t>(backend_.layout_alignment(), 1);
+        if (bytes > std::numeric_limits<std::size_t>::max() - a) return window_outcome::none;
+        const std::size_t need = bytes == 0 ? a : (bytes + a - 1) / a * a;
+        // Only pool members may go; every other live block (pinned, constant, without a
+        // recipe, a buffer of the running operator) is a wall. The pool is small next to
+        // the region's blocks, so it is sorted by address here rather than indexed always.
+        window_candidates_.clear();
+        for (storage_t& s : pool_) window_candidates_.emplace_back(backend_.region_offset(s.ptr), &s);
+        std::sort(window_candidates_.begin(), window_candidates_.end(),
+                  [](const auto& x, const auto& y) { return x.first < y.first; });
+        window_blocks_.clear();
+        window_owners_.clear();
+        const heuristic_context ctx = hctx();
+        std::size_t next = 0;
+        backend_.for_each_block([&](std::size_t offset, std::size_t size, bool is_free) {
+            window_block b{offset, size, is_free ? window_block::kind::free : window_block::kind::fixed, 0};
+            storage_t* owner = nullptr;
+            if (!is_free) {
+                while (next < window_candidates_.size() && window_candidates_[next].first < offset) ++next;
+                if (next < window_candidates_.size() && window_candidates_[next].first == offset) {
+                    owner = window_candidates_[next].second;
+                    b.what = window_block::kind::evictable;
+                    b.score = static_cast<double>(heuristic_.score(*owner, ctx));
+                    ++counters_.heuristic_evaluations;
+                }
+            }
+            window_blocks_.push_back(b);
+            window_owners_.push_back(owner);
+        });
+        const std::optional<window_choice> w = cheapest_window(window_blocks_, need);
+        ++counters_.victim_searches;
+        counters_.victim_search_ns += static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+                .count());
+        if (!w) return window_outcome::none;
+        // A window of holes alone would mean the allocator refused a block it has: never
+        // loop on it; let the one-by-one path decide.
+        if (w->evictions == 0) return window_outcome::unavailable;
+        for (std::size_t i = w->first; i < w->last; ++i) {
+            if (window_owners_[i] == nullptr) continue;
+            evict_storage(window_owners_[i], false);
+            ++counters_.window_evictions;
+        }
+        return window_outcome::evicted;
+    } else {
+        (void)bytes;
+        return window_outcome::unavailable;
     }
 }
 
