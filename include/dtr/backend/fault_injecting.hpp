@@ -1,0 +1,344 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief fault_injecting_backend: an adaptor around any dtr::backend that makes a chosen
+//! fraction of allocations fail and of operator executions throw, reproducibly from a seed.
+//!
+//! Why. The runtime promises that a failed allocation (the backend refusing a block) is
+//! handled by evicting and retrying or by a dtr::out_of_memory that loses nothing, and that
+//! an operator that throws, at any depth of a rematerialization, leaves no trace. Those
+//! paths are rare in ordinary runs; the property tests run their random programs under this
+//! adaptor so that they are taken thousands of times, at random points, with the results
+//! still compared bit for bit against an undisturbed run.
+//!
+//! What is injected:
+//! - allocate(): with probability `allocation_fault_rate` the call returns the null pointer
+//!   without asking the wrapped backend, exactly what a full or fragmented device does;
+//! - execute(body): with probability `execution_fault_rate` the call throws
+//!   dtr::injected_fault, either before the body runs (nothing of it happened) or after the
+//!   wrapped backend ran it (its outputs were written, then the operator failed), the share
+//!   of the latter being `after_body_share`.
+//! deallocate() and copy() are never disturbed (deallocate cannot fail; copy-on-write copies
+//! run inside the operator body, so an execution fault covers them).
+//!
+//! Reproducibility: allocations and executions each draw from their own SplitMix64 stream
+//! seeded from `seed`, one draw per call while injection is enabled (an execution fault
+//! takes a second draw for its site). The n-th allocation or execution therefore fails or
+//! not regardless of the other kind, of the platform's standard library, and of the rate:
+//! with the same seed, a lower rate fails a subset of the calls a higher rate fails.
+#pragma once
+
+#include <dtr/backend/host.hpp>
+#include <dtr/backend/host_arena.hpp>
+#include <dtr/backend/sim.hpp>
+#include <dtr/concepts.hpp>
+#include <dtr/deferred_cost.hpp>
+#include <dtr/error.hpp>
+#include <dtr/memory_report.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace dtr {
+
+//! @brief Where an injected execution fault was thrown.
+enum class fault_site : std::uint8_t {
+    before_body, //!< the operator body did not run
+    after_body,  //!< the wrapped backend ran the body, then the execution failed
+};
+
+//! @brief The exception fault_injecting_backend::execute throws for an injected fault. A
+//! std::runtime_error (not a dtr::logic_error nor an out_of_memory), as a failing kernel or
+//! a device error would be: to the runtime it is whatever an operator throws.
+class injected_fault : public std::runtime_error {
+public:
+    injected_fault(fault_site site, std::uint64_t execution)
+        : std::runtime_error(std::string("dtr: injected fault ") +
+                             (site == fault_site::before_body ? "before" : "after") +
+                             " the body of execution #" + std::to_string(execution) +
+                             " (fault_injecting_backend)"),
+          site_(site), execution_(execution) {}
+    //! @brief Before or after the body ran.
+    [[nodiscard]] fault_site site() const noexcept { return site_; }
+    //! @brief Index of the failed execute() call, counting from 0 for this backend.
+    [[nodiscard]] std::uint64_t execution() const noexcept { return execution_; }
+
+private:
+    fault_site site_;
+    std::uint64_t execution_;
+};
+
+//! @brief What fault_injecting_backend injects. Rates are probabilities in [0, 1].
+struct fault_options {
+    std::uint64_t seed = 0;
+    double allocation_fault_rate = 0; //!< share of allocate() calls answered with null
+    double execution_fault_rate = 0;  //!< share of execute() calls that throw injected_fault
+    double after_body_share = 0.5;    //!< share of execution faults thrown after the body ran
+};
+
+//! @brief Calls seen and faults injected by a fault_injecting_backend.
+struct fault_counters {
+    std::uint64_t allocations = 0;        //!< allocate() calls
+    std::uint64_t allocation_faults = 0;  //!< of which answered with null by injection
+    std::uint64_t executions = 0;         //!< execute() calls
+    std::uint64_t faults_before_body = 0; //!< injected_fault thrown before the body
+    std::uint64_t faults_after_body = 0;  //!< injected_fault thrown after the body
+    [[nodiscard]] std::uint64_t execution_faults() const noexcept { return faults_before_body + faults_after_body; }
+    [[nodiscard]] std::uint64_t total() const noexcept { return allocation_faults + execution_faults(); }
+};
+
+//! @brief `Backend` with faults injected into its allocations and executions (see the file
+//! comment). Models dtr::backend whenever Backend does, and forwards the optional members the
+//! runtime detects: memory_info() (dtr::reports_memory) and collect_costs()
+//! (dtr::deferred_costs), plus the statistics and device-access members of the backends of
+//! this library (capacity, used_bytes, peak_bytes, refusals, layout, base, stream, device,
+//! upload, download, synchronize, measurements_in_flight) where Backend has them. Anything
+//! else is reached through upstream().
+//!
+//! Not thread-safe, like the runtime that owns it. Movable when Backend is.
+template <class Backend>
+class fault_injecting_backend {
+public:
+    using pointer = typename Backend::pointer;
+    using const_pointer = typename Backend::const_pointer;
+    using upstream_type = Backend;
+
+    //! @brief Wraps `upstream` with the given fault rates.
+    //! @throws dtr::logic_error when a rate is not in [0, 1].
+    explicit fault_injecting_backend(fault_options options = {}, Backend upstream = Backend{})
+        : upstream_(std::move(upstream)) {
+        set_options(options);
+    }
+
+    // ---- the dtr::backend contract --------------------------------------------------------
+
+    //! @brief The wrapped backend's block, or (injected) the null pointer without asking it.
+    //! @throws whatever the wrapped backend's allocate() throws.
+    [[nodiscard]] pointer allocate(std::size_t bytes) {
+        ++counters_.allocations;
+        if (enabled_ && draw(allocation_state_) < options_.allocation_fault_rate) {
+            ++counters_.allocation_faults;
+            return pointer{};
+        }
+        return upstream_.allocate(bytes);
+    }
+
+    //! @brief Returns a block to the wrapped backend; never disturbed.
+    void deallocate(pointer p, std::size_t bytes) noexcept { upstream_.deallocate(p, bytes); }
+
+    //! @brief The wrapped backend's copy; never disturbed.
+    decltype(auto) copy(pointer dst, const_pointer src, std::size_t bytes) noexcept(
+        noexcept(std::declval<Backend&>().copy(dst, src, bytes))) {
+        return upstream_.copy(dst, src, bytes);
+    }
+
+    //! @brief Runs `body` on the wrapped backend and returns its cost, or throws
+    //! dtr::injected_fault before running it or after the wrapped backend ran it.
+    //! On a backend with deferred costs, a fault after the body discards the measurement the
+    //! wrapped execute() started, so that (as the protocol requires) a throwing execute()
+    //! starts none: collect_costs() never hands it over.
+    //! @throws dtr::injected_fault; whatever the body or the wrapped execute() throws.
+    template <class Body>
+    cost_t execute(Body&& body) {
+        const std::uint64_t index = counters_.executions++;
+        bool fault = false, after = false;
+        if (enabled_ && draw(execution_state_) < options_.execution_fault_rate) {
+            fault = true;
+            after = draw(execution_state_) < options_.after_body_share;
+        }
+        if (fault && !after) {
+            ++counters_.faults_before_body;
+            throw injected_fault(fault_site::before_body, index);
+        }
+        if constexpr (deferred_costs<Backend>) {
+            // Recorded before the wrapped execute() starts a measurement: a bad_alloc here
+            // leaves nothing started.
+            if (fault) discarded_.push_back(measurements_started_);
+            cost_t cost{};
+            try {
+                cost = upstream_.execute(std::forward<Body>(body));
+            } catch (...) {
+                if (fault) discarded_.pop_back(); // it started none
+                throw;
+            }
+            ++measurements_started_;
+            if (fault) {
+                ++counters_.faults_after_body;
+                throw injected_fault(fault_site::after_body, index);
+            }
+            return cost;
+        } else {
+            const cost_t cost = upstream_.execute(std::forward<Body>(body));
+            if (fault) {
+                ++counters_.faults_after_body;
+                throw injected_fault(fault_site::after_body, index);
+            }
+            return cost;
+        }
+    }
+
+    // ---- optional members the runtime detects ---------------------------------------------
+
+    //! @brief The wrapped backend's report, its `refusals` including the injected ones (the
+    //! allocate() calls answered with null, as the runtime saw them).
+    [[nodiscard]] std::optional<memory_report> memory_info() const noexcept
+        requires reports_memory<Backend>
+    {
+        std::optional<memory_report> r = upstream_.memory_info();
+        if (r) r->refusals += counters_.allocation_faults;
+        return r;
+    }
+
+    //! @brief The wrapped backend's collect_costs(), less the measurements of executions
+    //! failed after their body (see execute()). Returns how many costs reached `sink`.
+    template <class Sink>
+    std::size_t collect_costs(Sink&& sink, cost_collection mode)
+        requires deferred_costs<Backend>
+    {
+        std::size_t forwarded = 0;
+        upstream_.collect_costs(
+            [&](cost_t cost) noexcept {
+                const std::uint64_t n = measurements_handed_++;
+                if (!discarded_.empty() && discarded_.front() == n) {
+                    discarded_.pop_front();
+                    return;
+                }
+                ++forwarded;
+                sink(cost);
+            },
+            mode);
+        return forwarded;
+    }
+
+    // ---- fault control ----------------------------------------------------------------
+
+    //! @brief New rates and seed; the streams restart from the new seed.
+    //! @throws dtr::logic_error when a rate is not in [0, 1] (options unchanged).
+    void set_options(const fault_options& options) {
+        auto check = [](double rate, const char* name) {
+            DTR_EXPECTS(rate >= 0.0 && rate <= 1.0, std::string("fault_injecting_backend: ") + name +
+                                                        " must be in [0, 1], not " + std::to_string(rate));
+        };
+        check(options.allocation_fault_rate, "allocation_fault_rate");
+        check(options.execution_fault_rate, "execution_fault_rate");
+        check(options.after_body_share, "after_body_share");
+        options_ = options;
+        allocation_state_ = options.seed ^ 0x6a09e667f3bcc908ULL;
+        execution_state_ = options.seed ^ 0xbb67ae8584caa73bULL;
+    }
+    [[nodiscard]] const fault_options& options() const noexcept { return options_; }
+
+    //! @brief Stops (false) or resumes (true) injecting. While stopped the backend behaves
+    //! exactly as the wrapped one and the streams do not advance. Enabled at construction.
+    void set_enabled(bool on) noexcept { enabled_ = on; }
+    [[nodiscard]] bool enabled() const noexcept { return enabled_; }
+
+    //! @brief Calls seen and faults injected so far.
+    [[nodiscard]] const fault_counters& faults() const noexcept { return counters_; }
+
+    //! @brief The wrapped backend.
+    [[nodiscard]] Backend& upstream() noexcept { return upstream_; }
+    [[nodiscard]] const Backend& upstream() const noexcept { return upstream_; }
+
+    // ---- forwarded statistics and device access -------------------------------------------
+
+    [[nodiscard]] decltype(auto) capacity() const noexcept
+        requires requires(const Backend& b) { b.capacity(); }
+    {
+        return upstream_.capacity();
+    }
+    [[nodiscard]] decltype(auto) used_bytes() const noexcept
+        requires requires(const Backend& b) { b.used_bytes(); }
+    {
+        return upstream_.used_bytes();
+    }
+    [[nodiscard]] decltype(auto) peak_bytes() const noexcept
+        requires requires(const Backend& b) { b.peak_bytes(); }
+    {
+        return upstream_.peak_bytes();
+    }
+    //! @brief The wrapped backend's own refusals (not the injected ones: faults()).
+    [[nodiscard]] decltype(auto) refusals() const noexcept
+        requires requires(const Backend& b) { b.refusals(); }
+    {
+        return upstream_.refusals();
+    }
+    [[nodiscard]] decltype(auto) layout() const noexcept
+        requires requires(const Backend& b) { b.layout(); }
+    {
+        return upstream_.layout();
+    }
+    [[nodiscard]] decltype(auto) base() const noexcept
+        requires requires(const Backend& b) { b.base(); }
+    {
+        return upstream_.base();
+    }
+    [[nodiscard]] decltype(auto) stream() const noexcept
+        requires requires(const Backend& b) { b.stream(); }
+    {
+        return upstream_.stream();
+    }
+    [[nodiscard]] decltype(auto) device() const noexcept
+        requires requires(const Backend& b) { b.device(); }
+    {
+        return upstream_.device();
+    }
+    [[nodiscard]] decltype(auto) measurements_in_flight() const noexcept
+        requires requires(const Backend& b) { b.measurements_in_flight(); }
+    {
+        return upstream_.measurements_in_flight();
+    }
+    template <class... Args>
+    decltype(auto) upload(Args&&... args)
+        requires requires(Backend& b) { b.upload(std::forward<Args>(args)...); }
+    {
+        return upstream_.upload(std::forward<Args>(args)...);
+    }
+    template <class... Args>
+    decltype(auto) download(Args&&... args)
+        requires requires(Backend& b) { b.download(std::forward<Args>(args)...); }
+    {
+        return upstream_.download(std::forward<Args>(args)...);
+    }
+    decltype(auto) synchronize()
+        requires requires(Backend& b) { b.synchronize(); }
+    {
+        return upstream_.synchronize();
+    }
+
+private:
+    //! SplitMix64: one uniform double in [0, 1) per call, identical on every platform.
+    static double draw(std::uint64_t& state) noexcept {
+        std::uint64_t x = (state += 0x9e3779b97f4a7c15ULL);
+        x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+        x ^= x >> 31;
+        return static_cast<double>(x >> 11) * 0x1.0p-53;
+    }
+
+    Backend upstream_;
+    fault_options options_{};
+    fault_counters counters_{};
+    std::uint64_t allocation_state_ = 0;
+    std::uint64_t execution_state_ = 0;
+    bool enabled_ = true;
+    // Deferred costs: indices (in the wrapped backend's execute() order) of measurements to
+    // drop, ascending, and how many measurements were started and handed over so far.
+    std::deque<std::uint64_t> discarded_;
+    std::uint64_t measurements_started_ = 0;
+    std::uint64_t measurements_handed_ = 0;
+};
+
+static_assert(backend<fault_injecting_backend<host_backend>>);
+static_assert(backend<fault_injecting_backend<host_arena_backend>>);
+static_assert(reports_memory<fault_injecting_backend<host_arena_backend>>);
+static_assert(backend<fault_injecting_backend<sim_backend>>);
+static_assert(reports_memory<fault_injecting_backend<sim_backend>>);
+static_assert(!reports_memory<fault_injecting_backend<host_backend>>);
+static_assert(!deferred_costs<fault_injecting_backend<host_backend>>);
+
+} // namespace dtr
