@@ -9,6 +9,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 namespace dtr {
 
@@ -22,18 +23,30 @@ namespace dtr {
 //!   backend for more than its budget allows). Other failures throw.
 //! - `deallocate(p, bytes)`: returns a block; never throws.
 //! - `copy(dst, src, bytes)`: copies within the backend (copy-on-write of in-place updates).
-//! - `execute(body)`: runs an operator body (a `void()` callable) and returns its cost in
-//!   nanoseconds on the backend's clock. The runtime ignores the result when the caller
-//!   supplied the cost.
+//! - `execute(body)`: runs an operator body and returns its cost in nanoseconds on the
+//!   backend's clock. The body is a capturing lambda (`void()`), not a function pointer:
+//!   declare `template <class Body> cost_t execute(Body&& body)`. The runtime ignores the
+//!   result when the caller supplied the cost.
 //!
 //! Optional members, detected and used when present (docs/backends.md):
 //! - `memory_info()` (dtr::reports_memory, <dtr/memory_report.hpp>): the layout of a fixed
 //!   region (free bytes, largest free block), reported in dtr::out_of_memory;
 //! - `collect_costs(sink, mode)` (dtr::deferred_costs, <dtr/deferred_cost.hpp>): costs
 //!   measured asynchronously; execute() then returns a provisional cost.
+namespace detail {
+
+//! What the runtime hands to Backend::execute: a callable with state, as its lambdas are
+//! (so that a backend accepting only `void (*)()` fails the concept, not deep inside).
+struct execute_body_archetype {
+    void* state;
+    void operator()() const;
+};
+
+} // namespace detail
+
 template <class B>
 concept backend = requires(B& b, typename B::pointer p, typename B::const_pointer cp,
-                           std::size_t n, void (*body)()) {
+                           std::size_t n, detail::execute_body_archetype body) {
     typename B::pointer;
     typename B::const_pointer;
     requires std::regular<typename B::pointer>;
@@ -44,6 +57,7 @@ concept backend = requires(B& b, typename B::pointer p, typename B::const_pointe
     { b.deallocate(p, n) } noexcept;
     { b.copy(p, cp, n) };
     { b.execute(body) } -> std::convertible_to<cost_t>;
+    { b.execute(detail::execute_body_archetype{}) } -> std::convertible_to<cost_t>;
 };
 
 //! @brief Optional capability of a backend whose allocations tile one fixed region (the
@@ -109,25 +123,58 @@ struct storage_archetype {
 
 } // namespace detail
 
-//! @brief An eviction policy.
-//!
-//! - `storage_data`: the policy's own per-storage metadata, default-constructible; the
-//!   runtime keeps one inside every storage (reach it with `s.meta()`).
-//! - `score(s, ctx)`: lower means "evict first" (the cost of evicting s). The runtime's
-//!   default search scans every evictable storage, keeps the last lowest score, and stops
-//!   early at a score of 0, as the DTR simulator does.
-//!
-//! Optional members, detected and called when present:
-//! - `choose(pool, ctx)`: returns the victim (a pointer into the pool, or nullptr for none)
-//!   from the range of evictable storages, replacing the scan (indexed searches);
-//! - event hooks `on_create`, `on_access`, `on_evict`, `on_rematerialize`, `on_release`,
-//!   `on_destroy`, `on_pool_insert`, `on_pool_erase`, each `(storage&, const heuristic_context&)`.
+//! @brief A policy's per-storage metadata: `H::storage_data`, default-constructible; the
+//! runtime keeps one inside every storage (reach it with `s.meta()`).
 template <class H>
-concept heuristic =
-    std::default_initializable<typename H::storage_data> &&
+concept has_storage_data = std::default_initializable<typename H::storage_data>;
+
+//! @brief An eviction policy that scores storages.
+//!
+//! `score(s, ctx)`: lower means "evict first" (the cost of evicting s). The runtime's default
+//! search scans every evictable storage, keeps the last lowest score, and stops early at a
+//! score of 0, as the DTR simulator does. The search strategies (dtr/search) wrap scoring
+//! policies.
+template <class H>
+concept scoring_heuristic =
+    has_storage_data<H> &&
     requires(H& h, const detail::storage_archetype<typename H::storage_data>& s,
              const heuristic_context& ctx) {
         { h.score(s, ctx) } -> std::convertible_to<double>;
     };
+
+//! @brief An eviction policy that picks the victim itself from the evictable pool `Pool`
+//! (a range of storages; the runtime's is `runtime<B, H>::pool_type`), replacing the scan:
+//! `choose(pool, ctx)` returns a pointer to a member of the pool, or nullptr for none.
+template <class H, class Pool>
+concept choosing_heuristic =
+    has_storage_data<H> && requires(H& h, Pool& pool, const heuristic_context& ctx) {
+        { h.choose(pool, ctx) } -> std::convertible_to<typename Pool::value_type*>;
+    };
+
+namespace detail {
+
+struct choose_probe {
+    int choose;
+};
+template <class H>
+struct choose_probe_derived : H, choose_probe {};
+//! Whether H has a member named `choose` (whatever its signature): the name is then
+//! ambiguous in a class that also inherits choose_probe's.
+template <class H>
+constexpr bool names_choose() {
+    if constexpr (!std::is_class_v<H> || std::is_final_v<H>)
+        return false;
+    else
+        return !requires { &choose_probe_derived<H>::choose; };
+}
+
+} // namespace detail
+
+//! @brief An eviction policy: storage metadata and either `score` (dtr::scoring_heuristic)
+//! or `choose` (dtr::choosing_heuristic, checked against the runtime's pool when the
+//! runtime is instantiated); optionally the event hooks of <dtr/hooks.hpp>. See
+//! docs/heuristics.md, "Write your own policy".
+template <class H>
+concept heuristic = scoring_heuristic<H> || (has_storage_data<H> && detail::names_choose<H>());
 
 } // namespace dtr

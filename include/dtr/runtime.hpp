@@ -17,6 +17,7 @@
 #include <dtr/deferred_cost.hpp>
 #include <dtr/error.hpp>
 #include <dtr/heuristic/dtr_local.hpp>
+#include <dtr/hooks.hpp>
 #include <dtr/memory_report.hpp>
 #include <dtr/op_context.hpp>
 #include <dtr/options.hpp>
@@ -57,10 +58,13 @@ template <class Backend, class Heuristic = heuristics::dtr_local>
 class runtime final : private detail::runtime_base, private detail::executor<Backend> {
     static_assert(backend<Backend>,
                   "dtr::runtime<Backend, Heuristic>: Backend does not model dtr::backend "
-                  "(pointer types, allocate/deallocate/copy/execute; see dtr/concepts.hpp)");
+                  "(pointer types, allocate/deallocate/copy, and "
+                  "template <class Body> cost_t execute(Body&&) taking a capturing lambda; see "
+                  "dtr/concepts.hpp)");
     static_assert(heuristic<Heuristic>,
                   "dtr::runtime<Backend, Heuristic>: Heuristic does not model dtr::heuristic "
-                  "(a storage_data type and score(storage, context); see dtr/concepts.hpp)");
+                  "(a storage_data type, and score(storage, context) or choose(pool, context); "
+                  "see dtr/concepts.hpp)");
 
 public:
     using backend_type = Backend;
@@ -72,6 +76,13 @@ public:
     using storage_type = detail::storage_node<Backend, typename Heuristic::storage_data>;
     using read_guard = basic_pin_guard<runtime, false>;
     using write_guard = basic_pin_guard<runtime, true>;
+
+private:
+    // Checked here, with the real storage type, so that a wrong hook or choose() fails
+    // with a message naming it rather than being silently ignored.
+    static_assert(detail::check_hooks<Heuristic, storage_type>::value);
+
+public:
 
     //! @brief A runtime with the given options over `backend`, choosing victims with
     //! `heuristic`.
@@ -188,7 +199,6 @@ public:
     //! also restarts the rematerialization allowance (see set_remat_limit).
     //! @throws dtr::out_of_memory (budget unchanged) when not enough is evictable.
     void set_budget(std::size_t bytes);
-    [[nodiscard]] std::size_t resident_bytes() const noexcept { return counters_.resident_bytes; }
     //! @brief Sets runtime_options::remat_limit and restarts the allowance: from now on,
     //! dtr::thrashing is thrown once recomputation since this call (or since the last
     //! set_budget) costs more than `limit` ns. After a dtr::thrashing error, every further
@@ -196,6 +206,7 @@ public:
     //! allowance is restarted here; nothing computed is lost meanwhile.
     //! @throws dtr::logic_error on a negative or NaN limit, or from inside an operator.
     void set_remat_limit(cost_t limit);
+    [[nodiscard]] std::size_t resident_bytes() const noexcept { return counters_.resident_bytes; }
     //! @brief The runtime clock: total cost of every operator run so far (ns). On a backend
     //! with deferred costs (dtr::deferred_costs) it advances by the provisional cost at once
     //! and by the rest when the measurement arrives; it never runs backwards.
@@ -371,22 +382,13 @@ private:
     void destroy_storage(storage_t* s) noexcept;
     void destroy_op(op_t* op) noexcept;
 
-    // ---- hooks ----------------------------------------------------------------------
+    // ---- hooks (the table in dtr/hooks.hpp) -----------------------------------------
 #define DTR_DEFINE_HOOK(name)                                                               \
     void hook_##name(storage_t& s) noexcept {                                               \
-        if constexpr (requires(Heuristic& h, storage_t& st, const heuristic_context& c) {   \
-                          h.name(st, c);                                                    \
-                      })                                                                    \
-            heuristic_.name(s, hctx());                                                     \
+        if constexpr (hook::name##_t::callable<Heuristic, storage_t>)                       \
+            hook::name##_t::invoke(heuristic_, s, hctx());                                  \
     }
-    DTR_DEFINE_HOOK(on_create)
-    DTR_DEFINE_HOOK(on_access)
-    DTR_DEFINE_HOOK(on_evict)
-    DTR_DEFINE_HOOK(on_rematerialize)
-    DTR_DEFINE_HOOK(on_release)
-    DTR_DEFINE_HOOK(on_destroy)
-    DTR_DEFINE_HOOK(on_pool_insert)
-    DTR_DEFINE_HOOK(on_pool_erase)
+    DTR_HEURISTIC_HOOKS(DTR_DEFINE_HOOK)
 #undef DTR_DEFINE_HOOK
 
     Backend backend_;
@@ -397,6 +399,7 @@ private:
     std::uint64_t next_storage_id_ = 0;
     std::uint64_t next_op_id_ = 0;
     std::size_t user_pins_ = 0;
+    cost_t remat_allowance_start_ = 0; //!< counters_.remat_cost when the allowance restarted
     bool busy_ = false;
     bool in_operator_ = false;
 
@@ -405,7 +408,6 @@ private:
     pool_list pool_;
 
     // Work lists, kept to reuse their capacity.
-    cost_t remat_allowance_start_ = 0; //!< counters_.remat_cost when the allowance restarted
     std::vector<storage_t*> examine_queue_;
     detail::tensor_node* deferred_ = nullptr; //!< releases to handle when not busy
     std::vector<frame> frames_;

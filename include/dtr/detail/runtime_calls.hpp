@@ -146,6 +146,9 @@ bool runtime<B, H>::evict(const tensor& t) {
 template <class B, class H>
 template <class Init>
 tensor runtime<B, H>::constant(std::size_t bytes, Init&& init) {
+    static_assert(std::invocable<Init&, buffer_view<pointer>>,
+                  "dtr::runtime::constant: the initializer must be callable as "
+                  "init(dtr::buffer_view<Backend::pointer>)");
     DTR_EXPECTS(!in_operator_, "constant() called from inside an operator");
     busy_scope busy(*this);
     // Everything that can fail happens before the runtime's state changes.
@@ -175,6 +178,12 @@ template <class B, class H>
 template <class Op>
 void runtime<B, H>::call_impl(Op&& op, std::span<const tensor> inputs, std::size_t outputs,
                               const call_options& options, tensor* results) {
+    static_assert(std::invocable<std::decay_t<Op>&, context&>,
+                  "dtr::runtime::call/call_n/mutate: the operator must be callable as "
+                  "op(dtr::op_context<Backend>&) (take `auto& ctx` or the runtime's `context&`)");
+    static_assert(std::move_constructible<std::decay_t<Op>>,
+                  "dtr::runtime::call/call_n/mutate: the operator is kept as the recipe of its "
+                  "outputs and must be move-constructible");
     DTR_EXPECTS(!in_operator_, "call() from inside an operator (operators must not call the runtime)");
     DTR_EXPECTS(inputs.size() < std::numeric_limits<std::uint32_t>::max() &&
                     outputs < std::numeric_limits<std::uint32_t>::max(),

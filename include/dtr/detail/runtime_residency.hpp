@@ -206,7 +206,12 @@ auto runtime<B, H>::evict_window(std::size_t bytes) -> window_outcome {
                 if (next < window_candidates_.size() && window_candidates_[next].first == offset) {
                     owner = window_candidates_[next].second;
                     b.what = window_block::kind::evictable;
-                    b.score = static_cast<double>(heuristic_.score(*owner, ctx));
+                    // A policy that only chooses (random) has no scores: every block
+                    // then costs alike, and the window with the fewest evictions wins.
+                    if constexpr (scoring_heuristic<H>)
+                        b.score = static_cast<double>(heuristic_.score(*owner, ctx));
+                    else
+                        b.score = 1.0;
                     ++counters_.heuristic_evaluations;
                 }
             }
@@ -248,11 +253,13 @@ auto runtime<B, H>::choose_victim() -> storage_t* {
     const auto start = std::chrono::steady_clock::now();
     const heuristic_context ctx = hctx();
     storage_t* best = nullptr;
-    if constexpr (requires(H& h, pool_list& p, const heuristic_context& c) {
-                      { h.choose(p, c) } -> std::convertible_to<storage_t*>;
-                  }) {
+    if constexpr (choosing_heuristic<H, pool_list>) {
         best = heuristic_.choose(pool_, ctx);
     } else {
+        static_assert(scoring_heuristic<H>,
+                      "dtr::runtime: the heuristic has neither score(storage, context) nor a "
+                      "choose(pool, context) returning a pointer to a pool member "
+                      "(runtime::storage_type*); see dtr/concepts.hpp");
         double best_score = std::numeric_limits<double>::infinity();
         for (storage_t& s : pool_) {
             const double score = static_cast<double>(heuristic_.score(s, ctx));

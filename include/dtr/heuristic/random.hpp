@@ -27,12 +27,6 @@ public:
     //! @brief A policy whose draws are determined by `seed`.
     explicit random(std::uint64_t seed = 0x5eed) noexcept : rng_(seed) {}
 
-    //! @brief Unused by the runtime (choose() replaces the scan); every storage scores alike.
-    template <class Storage>
-    double score(const Storage&, const heuristic_context&) const noexcept {
-        return 0.0;
-    }
-
     //! @brief A uniformly drawn member of the pool, or nullptr when it is empty.
     template <class Pool>
     typename Pool::value_type* choose(Pool&, const heuristic_context& ctx) {

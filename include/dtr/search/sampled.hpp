@@ -24,7 +24,9 @@ namespace dtr::search {
 //! @par Complexity: O(sqrt(n)) scores per decision; O(1) per pool insertion or removal.
 template <class H>
 class sampled : public detail::forwarding<H> {
-    static_assert(heuristic<H>, "dtr::search::sampled<H>: H does not model dtr::heuristic");
+    static_assert(scoring_heuristic<H>, "dtr::search::sampled<H>: H does not score storages "
+                                        "(dtr::scoring_heuristic); a policy with its own choose() "
+                                        "cannot be searched");
     using base = detail::forwarding<H>;
 
 public:

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <dtr/concepts.hpp>
+#include <dtr/hooks.hpp>
 
 #include <array>
 #include <cstddef>
@@ -30,8 +31,8 @@ struct joined_name {
     static constexpr const char* value = text.data();
 };
 
-//! @brief Holds the wrapped heuristic and forwards score() and the eight event hooks to it
-//! (those it defines). A strategy derives from it, adds choose(), and hides the hooks it
+//! @brief Holds the wrapped heuristic and forwards score() and the event hooks of
+//! dtr/hooks.hpp to it (those it defines). A strategy derives from it, adds choose(), and hides the hooks it
 //! needs to extend, calling the forwarding one first.
 //!
 //! The strategy's storage_data must derive from H::storage_data: the wrapped policy reaches
@@ -52,19 +53,12 @@ public:
     [[nodiscard]] H& inner() noexcept { return inner_; }
     [[nodiscard]] const H& inner() const noexcept { return inner_; }
 
-#define DTR_FORWARD_HOOK(hook)                                                             \
+#define DTR_FORWARD_HOOK(hook_name)                                                        \
     template <class Storage>                                                               \
-    void hook(Storage& s, const heuristic_context& ctx) {                                  \
-        if constexpr (requires { inner_.hook(s, ctx); }) inner_.hook(s, ctx);              \
+    void hook_name(Storage& s, const heuristic_context& ctx) {                             \
+        hook::hook_name##_t::invoke(inner_, s, ctx);                                       \
     }
-    DTR_FORWARD_HOOK(on_create)
-    DTR_FORWARD_HOOK(on_access)
-    DTR_FORWARD_HOOK(on_evict)
-    DTR_FORWARD_HOOK(on_rematerialize)
-    DTR_FORWARD_HOOK(on_release)
-    DTR_FORWARD_HOOK(on_destroy)
-    DTR_FORWARD_HOOK(on_pool_insert)
-    DTR_FORWARD_HOOK(on_pool_erase)
+    DTR_HEURISTIC_HOOKS(DTR_FORWARD_HOOK)
 #undef DTR_FORWARD_HOOK
 
 protected:
