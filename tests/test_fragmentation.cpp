@@ -8,7 +8,8 @@
 // where one-by-one eviction evicts five storages and the window one; pinned storages stay;
 // no window means out_of_memory at once, without evicting in vain; random programs keep
 // the budget and the region and read back bit-identical values in both modes; backends
-// without a layout behave exactly as before.
+// without a layout behave exactly as before. Placement: arena::placement::high and the
+// runtime's constants_high policy put constants at the top of the region.
 #include "support/byte_ops.hpp"
 
 #include <dtr/arena.hpp>
@@ -391,5 +392,53 @@ TEST_CASE("sim_backend: the arena takes windows; the endless address space is un
         CHECK(stats[0].allocation_retries > 0);
         CHECK(stats[0].window_evictions == 0);
         CHECK(stats[0].remat_cost == stats[1].remat_cost);
+    }
+}
+
+TEST_CASE("arena placement::high: the top of the highest hole that fits; invariants hold under churn") {
+    dtr::arena a(4096, 256);
+    CHECK(a.allocate(100, dtr::arena::placement::high) == std::optional<std::size_t>{3840});
+    CHECK(a.allocate(100) == std::optional<std::size_t>{0});
+    CHECK(a.allocate(512, dtr::arena::placement::high) == std::optional<std::size_t>{3328});
+    a.deallocate(3840);
+    CHECK(a.allocate(256, dtr::arena::placement::high) == std::optional<std::size_t>{3840});
+    CHECK_FALSE(a.allocate(4096, dtr::arena::placement::high).has_value());
+    a.check_invariants();
+    std::mt19937 rng(3);
+    std::vector<std::size_t> live;
+    for (int i = 0; i < 5000; ++i) {
+        if (live.empty() || rng() % 3 != 0) {
+            const std::size_t bytes = rng() % 600;
+            const auto o = rng() % 2 ? a.allocate(bytes, dtr::arena::placement::high) : a.allocate(bytes);
+            if (o) live.push_back(*o);
+        } else {
+            const std::size_t k = rng() % live.size();
+            a.deallocate(live[k]);
+            live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+        }
+        a.check_invariants();
+    }
+}
+
+TEST_CASE("runtime placement constants_high: constants from the top, the rest best-fit, same values") {
+    for (const auto placement : {dtr::placement_policy::best_fit, dtr::placement_policy::constants_high}) {
+        CAPTURE(static_cast<int>(placement));
+        arena_rt rt({.budget = 1024, .placement = placement}, dtr::host_arena_backend(1024));
+        tensor w = rt.constant(64, fill_with(5));
+        tensor a = rt.call(add_op{1}, {w}, {.cost = 1});
+        tensor v = rt.constant(64, fill_with(9));
+        tensor b = rt.call(add_op{2}, {v}, {.cost = 1});
+        const bool high = placement == dtr::placement_policy::constants_high;
+        CHECK(offset_of(rt, w) == (high ? 960u : 0u));
+        CHECK(offset_of(rt, v) == (high ? 896u : 128u));
+        CHECK(offset_of(rt, a) == (high ? 0u : 64u));
+        CHECK(offset_of(rt, b) == (high ? 64u : 192u));
+        CHECK(read(rt, b) == std::vector<std::uint8_t>{[] {
+                  std::vector<std::uint8_t> x(64);
+                  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<std::uint8_t>(9 + i + 2);
+                  return x;
+              }()});
+        rt.check_invariants();
+        rt.backend().layout().check_invariants();
     }
 }

@@ -163,6 +163,48 @@ public:
         return b.offset;
     }
 
+    //! Where allocate(bytes, placement) puts a block.
+    enum class placement : std::uint8_t {
+        best_fit, //!< the smallest hole that holds it, at the hole's low end (allocate(bytes))
+        //! The highest-addressed hole that holds it, at the hole's high end: blocks placed
+        //! this way pile up from the top of the region, away from best-fit ones, so that
+        //! long-lived blocks (constants) do not sit between short-lived ones.
+        high,
+    };
+
+    //! @brief allocate(bytes) for placement::best_fit; for placement::high, the top of the
+    //! highest-addressed free block large enough. std::nullopt (arena unchanged) when no free
+    //! block is large enough.
+    //! Complexity: O(log n) for best_fit; O(n) worst case for high (a scan from the top).
+    //! Throws: std::bad_alloc only if the node pool must grow; the arena is then unchanged.
+    [[nodiscard]] std::optional<std::size_t> allocate(std::size_t bytes, placement where) {
+        if (where == placement::best_fit) return allocate(bytes);
+        const std::optional<std::size_t> need = rounded(bytes);
+        if (!need) return std::nullopt;
+        auto top = std::find_if(by_address_.rbegin(), by_address_.rend(),
+                                [&](const block& c) { return c.free && c.size >= *need; });
+        if (top == by_address_.rend()) return std::nullopt;
+        const auto it = std::prev(top.base());
+        block& b = *it;
+        block* taken = &b;
+        if (b.size > *need) {
+            // The live block is a new node at the top; `b` stays free, smaller (its size is
+            // its key in the size index: out while it changes).
+            taken = &acquire_node(b.offset + b.size - *need, *need); // the only step that can throw
+            free_by_size_.erase(free_by_size_.iterator_to(b));
+            b.size -= *need;
+            free_by_size_.insert(b);
+            by_address_.insert_before(std::next(it), *taken);
+        } else {
+            free_by_size_.erase(free_by_size_.iterator_to(b));
+        }
+        taken->free = false;
+        used_ += taken->size;
+        peak_used_ = std::max(peak_used_, used_);
+        ++live_;
+        return taken->offset;
+    }
+
     //! @brief Frees the live allocation that starts at `offset` and merges it with free
     //! neighbours on both sides.
     //! Complexity: O(log n) in the number of blocks.

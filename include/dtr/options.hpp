@@ -62,6 +62,17 @@ enum class fragmentation_policy : std::uint8_t {
     one_by_one,
 };
 
+//! @brief Where an arena backend places blocks, on backends that take a placement
+//! (`allocate(bytes, arena::placement)`: the arena backends); others ignore it.
+enum class placement_policy : std::uint8_t {
+    //! Every block best-fit, at the low end of the smallest hole that holds it.
+    best_fit,
+    //! Constants (never evicted: walls for fragmentation-aware eviction) from the top of the
+    //! region, everything else best-fit, so that constants created late do not land between
+    //! evictable storages.
+    constants_high,
+};
+
 //! @brief Construction-time settings of a runtime.
 struct runtime_options {
     //! Hard limit on resident bytes (sum of the sizes of resident storages, plus buffers of
@@ -76,6 +87,8 @@ struct runtime_options {
     cost_t remat_limit = std::numeric_limits<cost_t>::infinity();
     //! What to evict when the backend refuses an allocation the budget allows.
     fragmentation_policy fragmentation = fragmentation_policy::window;
+    //! Where an arena backend places blocks.
+    placement_policy placement = placement_policy::best_fit;
 };
 
 //! @brief Per-call settings of runtime::call.

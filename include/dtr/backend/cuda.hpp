@@ -259,6 +259,16 @@ public:
     //! @brief Start of the region; block addresses are base() + arena offset.
     [[nodiscard]] const_pointer base() const noexcept { return const_pointer(base_); }
 
+    //! @brief allocate(bytes) placed as `where` says (runtime_options::placement).
+    [[nodiscard]] pointer allocate(std::size_t bytes, arena::placement where) {
+        const std::optional<std::size_t> offset = arena_.allocate(bytes, where);
+        if (!offset) {
+            ++refusals_;
+            return pointer{};
+        }
+        return pointer(base_ + *offset);
+    }
+
     // ---- dtr::reports_layout: the region's blocks, for fragmentation-aware eviction --------
     [[nodiscard]] bool has_layout() const noexcept { return true; }
     [[nodiscard]] std::size_t layout_alignment() const noexcept { return arena_.alignment(); }

@@ -115,6 +115,18 @@ public:
     //! @brief The arena, or nullptr for the endless address space.
     [[nodiscard]] const arena* layout() const noexcept { return arena_ ? &*arena_ : nullptr; }
 
+    //! @brief allocate(bytes) placed as `where` says (runtime_options::placement); without
+    //! an arena the placement means nothing and is ignored.
+    [[nodiscard]] pointer allocate(std::size_t bytes, arena::placement where) {
+        if (!arena_) return allocate(bytes);
+        const std::optional<std::size_t> offset = arena_->allocate(bytes, where);
+        if (!offset) {
+            ++refusals_;
+            return 0;
+        }
+        return arena_->alignment() + *offset;
+    }
+
     // ---- dtr::reports_layout: the region's blocks, for fragmentation-aware eviction --------
     //! @brief True with an arena; the endless address space has no layout (and never
     //! refuses for fragmentation), so the runtime's window search is never used on it.

@@ -138,7 +138,13 @@ auto runtime<B, H>::allocate(std::size_t bytes) -> pointer {
     for (;;) {
         pointer p{};
         try {
-            p = backend_.allocate(bytes);
+            // Outside an operator's run, the only allocations are constants'.
+            if constexpr (requires { backend_.allocate(bytes, arena::placement::high); }) {
+                const bool high = options_.placement == placement_policy::constants_high && exec_op_ == nullptr;
+                p = backend_.allocate(bytes, high ? arena::placement::high : arena::placement::best_fit);
+            } else {
+                p = backend_.allocate(bytes);
+            }
         } catch (const out_of_memory&) {
             throw;
         } catch (const std::bad_alloc&) {
