@@ -35,9 +35,9 @@
 
 #include "staged_plan.hpp"
 
-#include <dtr/graph/schedule.hpp>
-#include <dtr/graph/schedule_checker.hpp>
-#include <dtr/graph/static_graph.hpp>
+#include <dtr_tools/graph/schedule.hpp>
+#include <dtr_tools/graph/schedule_checker.hpp>
+#include <dtr_tools/graph/static_graph.hpp>
 
 #include <CbcModel.hpp>
 #include <CbcSolver.hpp>

@@ -11,7 +11,7 @@
 #include "staged_plan.hpp"
 
 #include <dtr/error.hpp>
-#include <dtr/graph/static_graph.hpp>
+#include <dtr_tools/graph/static_graph.hpp>
 
 #include <cstddef>
 #include <cstdint>

@@ -20,11 +20,11 @@
 #include "checkmate_milp.hpp"
 #endif
 
-#include <dtr/graph/checkmate_reader.hpp>
-#include <dtr/graph/dtr_simulation.hpp>
+#include <dtr_tools/graph/checkmate_reader.hpp>
+#include <dtr_tools/graph/dtr_simulation.hpp>
 #include <dtr/heuristic/by_name.hpp>
-#include <dtr/graph/schedule_checker.hpp>
-#include <dtr/graph/static_graph.hpp>
+#include <dtr_tools/graph/schedule_checker.hpp>
+#include <dtr_tools/graph/static_graph.hpp>
 
 #include <algorithm>
 #include <chrono>

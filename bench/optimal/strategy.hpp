@@ -12,8 +12,8 @@
 //! returning an `outcome` (the DTR strategies, `dtr:<heuristic>`, are such entries).
 #pragma once
 
-#include <dtr/graph/schedule.hpp>
-#include <dtr/graph/static_graph.hpp>
+#include <dtr_tools/graph/schedule.hpp>
+#include <dtr_tools/graph/static_graph.hpp>
 
 #include <cstdint>
 #include <functional>

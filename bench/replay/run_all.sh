@@ -7,7 +7,7 @@ set -eu
 LOGS=${LOGS:-../shared/dtr-logs}
 REF=${REF:-../shared/reference/simrd-paper-logs.json}
 OUT=bench/replay/results
-BIN=build/bench/dtr-replay
+BIN=build/bench/replay/dtr-replay
 mkdir -p "$OUT"
 HS="--heuristic dtr --heuristic dtr_eqclass --heuristic dtr_local --heuristic msps --heuristic lru --heuristic largest --heuristic random"
 

@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // The schedule checker, and the bench planners that feed it (checkpoint-all, Chen et al.,
 // Checkmate's staged form), on hand-made graphs whose optimal costs are worked out below.
-#include <dtr/graph/checkmate_reader.hpp>
-#include <dtr/graph/dtr_simulation.hpp>
-#include <dtr/graph/schedule.hpp>
-#include <dtr/graph/schedule_checker.hpp>
-#include <dtr/graph/static_graph.hpp>
+#include <dtr_tools/graph/checkmate_reader.hpp>
+#include <dtr_tools/graph/dtr_simulation.hpp>
+#include <dtr_tools/graph/schedule.hpp>
+#include <dtr_tools/graph/schedule_checker.hpp>
+#include <dtr_tools/graph/static_graph.hpp>
 
-#include "../bench/optimal/baselines.hpp"
-#include "../bench/optimal/exhaustive.hpp"
-#include "../bench/optimal/staged_plan.hpp"
+#include "baselines.hpp"
+#include "exhaustive.hpp"
+#include "staged_plan.hpp"
 
 #include <dtr/heuristic/by_name.hpp>
 

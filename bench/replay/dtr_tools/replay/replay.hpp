@@ -10,7 +10,7 @@
 
 #include <dtr/backend/sim.hpp>
 #include <dtr/error.hpp>
-#include <dtr/replay/log_reader.hpp>
+#include <dtr_tools/replay/log_reader.hpp>
 #include <dtr/runtime.hpp>
 
 #include <chrono>
@@ -69,6 +69,9 @@ struct replay_options {
     //! Constants stay resident to the end even when no name refers to them any more (the
     //! simulator pins them); otherwise they are freed once unreferenced and undepended on.
     bool keep_constants = true;
+    //! The simulator's restore order by default, so that replays make its choices; the
+    //! runtime's own default (evicted_first) pins less and reaches lower budgets.
+    restore_order restore = restore_order::simulator;
 };
 
 //! @brief What one replay measured.
@@ -132,7 +135,8 @@ replay_result run_replay(const trace& t, const replay_options& options, Heuristi
     runtime_options rt_options{.budget = options.budget,
                                .dealloc = options.dealloc,
                                .mutation = mutation_scope::tensor,
-                               .constant_updates = options.constant_updates};
+                               .constant_updates = options.constant_updates,
+                               .restore = options.restore};
     // Thrashing is caught inside a rematerialization too: a deep one can cost without bound.
     if (thrash_at > 0) rt_options.remat_limit = thrash_at - options.baseline_compute;
     runtime_type rt(rt_options, sim_backend{}, std::move(heuristic));

@@ -11,7 +11,7 @@
 //! heuristics: only what a device would execute.
 #pragma once
 
-#include <dtr/graph/static_graph.hpp>
+#include <dtr_tools/graph/static_graph.hpp>
 
 #include <cstddef>
 #include <cstdint>

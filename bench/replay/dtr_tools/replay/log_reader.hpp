@@ -46,7 +46,7 @@
 //! Every error is a dtr::parse_error naming the source, the 1-based line and the problem.
 #pragma once
 
-#include <dtr/detail/json.hpp>
+#include <dtr_tools/json.hpp>
 #include <dtr/error.hpp>
 
 #include <algorithm>

@@ -3,7 +3,7 @@
 // simulator's figures on the real logs (when ../shared is present).
 #include <dtr/heuristic/dtr_local.hpp>
 #include <dtr/heuristic/lru.hpp>
-#include <dtr/replay/replay.hpp>
+#include <dtr_tools/replay/replay.hpp>
 
 #include <doctest/doctest.h>
 

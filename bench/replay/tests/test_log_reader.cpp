@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include <dtr/replay/log_reader.hpp>
+#include <dtr_tools/replay/log_reader.hpp>
 
 #include <doctest/doctest.h>
 

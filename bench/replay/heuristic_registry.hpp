@@ -6,7 +6,7 @@
 
 #include <dtr/backend/sim.hpp>
 #include <dtr/heuristic/by_name.hpp>
-#include <dtr/replay/replay.hpp>
+#include <dtr_tools/replay/replay.hpp>
 #include <dtr/runtime.hpp>
 #include <dtr/search/by_name.hpp>
 

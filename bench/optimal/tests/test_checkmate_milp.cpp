@@ -6,9 +6,9 @@
 #include "exhaustive.hpp"
 #include "staged_plan.hpp"
 
-#include <dtr/graph/checkmate_reader.hpp>
-#include <dtr/graph/schedule_checker.hpp>
-#include <dtr/graph/static_graph.hpp>
+#include <dtr_tools/graph/checkmate_reader.hpp>
+#include <dtr_tools/graph/schedule_checker.hpp>
+#include <dtr_tools/graph/static_graph.hpp>
 
 #include <doctest/doctest.h>
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-#include <dtr/graph/checkmate_reader.hpp>
-#include <dtr/graph/static_graph.hpp>
+#include <dtr_tools/graph/checkmate_reader.hpp>
+#include <dtr_tools/graph/static_graph.hpp>
 
 #include <doctest/doctest.h>
 

@@ -15,7 +15,7 @@
 // carries it as "error".
 #include "heuristic_registry.hpp"
 
-#include <dtr/replay/replay.hpp>
+#include <dtr_tools/replay/replay.hpp>
 
 #include <algorithm>
 #include <atomic>

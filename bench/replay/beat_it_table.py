@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Best of our policies against the best of the published simulator's, per log and ratio.
 
-usage: bench/beat_it_table.py REFERENCE.json RESULTS.json... [--ratio R]... [--show HEURISTIC]...
+usage: bench/replay/beat_it_table.py REFERENCE.json RESULTS.json... [--ratio R]... [--show HEURISTIC]...
 
 REFERENCE.json: /work/shared/reference/simrd-paper-logs.json (simrd's six heuristics).
 RESULTS.json: dtr-replay --json output. Prints one markdown table per ratio: the reference's

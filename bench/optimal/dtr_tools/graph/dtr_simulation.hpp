@@ -36,8 +36,8 @@
 #include <dtr/backend/sim.hpp>
 #include <dtr/concepts.hpp>
 #include <dtr/error.hpp>
-#include <dtr/graph/schedule.hpp>
-#include <dtr/graph/static_graph.hpp>
+#include <dtr_tools/graph/schedule.hpp>
+#include <dtr_tools/graph/static_graph.hpp>
 #include <dtr/runtime.hpp>
 
 #include <algorithm>
@@ -81,8 +81,10 @@ public:
     explicit recording_policy(H inner) : inner_(std::move(inner)) {}
 
     // Declared return types: the heuristic concept checks these against an archetype
-    // storage without instantiating the bodies.
-    template <class S>
+    // storage without instantiating the bodies. score() exists only when H scores (a
+    // choosing policy such as random has none), so the wrapper meets the same concept as H.
+    template <class S, class Inner = H>
+        requires requires(Inner& h, const S& s, const heuristic_context& c) { h.score(s, c); }
     double score(const S& s, const heuristic_context& c) {
         return static_cast<double>(inner_.score(s, c));
     }

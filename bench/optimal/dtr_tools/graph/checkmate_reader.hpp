@@ -21,9 +21,9 @@
 //! because the DOM keeps no positions.
 #pragma once
 
-#include <dtr/detail/json.hpp>
+#include <dtr_tools/json.hpp>
 #include <dtr/error.hpp>
-#include <dtr/graph/static_graph.hpp>
+#include <dtr_tools/graph/static_graph.hpp>
 
 #include <cmath>
 #include <cstdint>

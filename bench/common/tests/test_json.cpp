@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include <dtr/detail/json.hpp>
+#include <dtr_tools/json.hpp>
 
 #include <doctest/doctest.h>
 

@@ -6,8 +6,8 @@
 //! A dtr::parse_error (json::error for the direct JSON call) is the expected answer to bad
 //! input; anything else escaping is a bug, and so is a crash, a sanitizer report, or a record
 //! that breaks the reader's documented guarantees, which are checked here after every record.
-#include <dtr/detail/json.hpp>
-#include <dtr/replay/log_reader.hpp>
+#include <dtr_tools/json.hpp>
+#include <dtr_tools/replay/log_reader.hpp>
 
 #include <cstddef>
 #include <cstdint>

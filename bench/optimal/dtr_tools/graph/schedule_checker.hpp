@@ -25,8 +25,8 @@
 #pragma once
 
 #include <dtr/error.hpp>
-#include <dtr/graph/schedule.hpp>
-#include <dtr/graph/static_graph.hpp>
+#include <dtr_tools/graph/schedule.hpp>
+#include <dtr_tools/graph/static_graph.hpp>
 
 #include <cstddef>
 #include <cstdint>
