@@ -73,6 +73,20 @@ enum class placement_policy : std::uint8_t {
     constants_high,
 };
 
+//! @brief In which order a rematerialization secures the inputs of each operator it
+//! recomputes, and so how much it pins at once (see docs/design.md, "Rematerialization").
+enum class restore_order : std::uint8_t {
+    //! Restore the evicted inputs first, leaving the resident ones unpinned (evictable)
+    //! meanwhile, pinning each restored input as it arrives; then pin the rest, and restore
+    //! again whatever was evicted in between. A deep or wide restore then pins little more
+    //! than the operator being recomputed needs.
+    evicted_first,
+    //! Pin the inputs already resident, then restore the evicted ones in order: the
+    //! published DTR simulator's order, for replays that make the same choices as it does.
+    //! Every frame of a deep restore keeps its inputs pinned at once.
+    simulator,
+};
+
 //! @brief Construction-time settings of a runtime.
 struct runtime_options {
     //! Hard limit on resident bytes (sum of the sizes of resident storages, plus buffers of
@@ -85,6 +99,8 @@ struct runtime_options {
     //! dtr::thrashing instead of recomputing on: a budget too tight for the program makes
     //! recomputation grow without bound. Default: no limit.
     cost_t remat_limit = std::numeric_limits<cost_t>::infinity();
+    //! How rematerializations pin the inputs of what they recompute.
+    restore_order restore = restore_order::evicted_first;
     //! What to evict when the backend refuses an allocation the budget allows.
     fragmentation_policy fragmentation = fragmentation_policy::window;
     //! Where an arena backend places blocks.

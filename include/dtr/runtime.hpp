@@ -276,8 +276,11 @@ private:
     //! One step of the rematerialization work stack: an operator waiting for its inputs.
     struct frame {
         op_t* op;
-        std::uint32_t next_input; //!< inputs before it are pinned
-        bool started;             //!< the inputs resident on arrival are pinned
+        std::uint32_t next_input; //!< scan position: inputs before it need nothing now
+        //! simulator: the inputs resident on arrival are pinned; evicted_first: the deep
+        //! evicted inputs are done and the scan is at the shallow ones.
+        bool started;
+        std::int32_t awaiting = -1; //!< evicted_first: the input whose producer is being run
     };
 
     //! Marks the runtime busy for one public operation; releases that happen meanwhile
@@ -327,6 +330,12 @@ private:
     // ---- residency ----------------------------------------------------------------------
     void touch_inputs(op_t& op);
     void secure_inputs(op_t& root);
+    void secure_simulator_order(op_t& root);
+    void secure_evicted_first(op_t& root);
+    void push_restore(edge_t& e);
+    void finish_restore_frame();
+    //! Recomputes `op`, whose inputs are pinned, and unpins them (also on failure).
+    void rematerialize(op_t& op);
     void unpin_inputs(op_t& op) noexcept;
     void make_resident(storage_t* target);
     void pin(storage_t* s) noexcept {

@@ -180,7 +180,10 @@ void runtime<B, H>::check_invariants() const {
         if (s.tensors.empty() && s.consumers.empty() && s.pins == 0) fail(sid(s) + " is garbage (no handle, no dependent) but alive");
         if (s.queued) fail(sid(s) + " is still queued at rest");
         if (s.banish_pending && options_.dealloc != dealloc_policy::banish) fail(sid(s) + " pending banishment under eager eviction");
-        if (options_.dealloc == dealloc_policy::banish && s.tensors.empty() && !s.banish_pending)
+        // A storage that lost its handles to a mutation while a pin guard holds it waits for
+        // the guard, not for banishment, when nothing was computed from it.
+        if (options_.dealloc == dealloc_policy::banish && s.tensors.empty() && !s.banish_pending &&
+            !(s.pins > 0 && s.consumers.empty()))
             fail(sid(s) + " has no handle but is not pending banishment");
         for (const detail::tensor_node& tn : s.tensors) {
             if (tn.storage != &s || tn.owner != this) fail(sid(s) + ": a tensor points elsewhere");

@@ -37,55 +37,154 @@ template <class B, class H>
 void runtime<B, H>::secure_inputs(op_t& root) {
     // Pins every input of `root`, rematerializing the evicted ones. A work stack replaces
     // recursion so that a chain of a million evicted storages needs no deep C++ stack.
-    // Each frame first pins the inputs already resident (they cannot be lost while the
-    // others are recomputed), then restores the evicted ones in order, pinning each as it
-    // becomes resident: the order of the DTR simulator, so replays make the same choices.
     frames_.clear();
     frames_.push_back({&root, 0, false});
     try {
-        for (;;) {
-            frame& f = frames_.back();
-            op_t* op = f.op;
-            if (!f.started) {
-                f.started = true;
-                for (std::uint32_t i = 0; i < op->n_inputs; ++i) {
-                    edge_t& e = op->in[i];
-                    if (e.storage->is_resident) {
-                        pin(e.storage);
-                        e.pinned = true;
-                    }
-                }
-            }
-            while (f.next_input < op->n_inputs && op->in[f.next_input].pinned) ++f.next_input;
-            if (f.next_input < op->n_inputs) {
-                edge_t& e = op->in[f.next_input];
-                if (e.storage->is_resident) { // restored meanwhile, e.g. as a sibling
-                    pin(e.storage);
-                    e.pinned = true;
-                } else {
-                    op_t* producer = e.storage->producer;
-                    if (producer == nullptr)
-                        throw logic_error("dtr: internal error: storage #" + std::to_string(e.storage->sid) +
-                                          " is evicted without a recipe");
-                    touch_inputs(*producer);
-                    frames_.push_back({producer, 0, false}); // invalidates f
-                }
-                continue;
-            }
-            if (op == &root) break; // the caller runs it
-            run(*op, true, std::nullopt);
-            unpin_inputs(*op);
-            frames_.pop_back();
-            // A recomputed dependent may make a pending banishment safe.
-            for (std::uint32_t i = 0; i < op->n_inputs; ++i)
-                if (op->in[i].storage->banish_pending) enqueue(op->in[i].storage);
-        }
+        if (options_.restore == restore_order::simulator)
+            secure_simulator_order(root);
+        else
+            secure_evicted_first(root);
     } catch (...) {
         for (const frame& f : frames_) unpin_inputs(*f.op);
         frames_.clear();
         throw;
     }
     frames_.clear();
+}
+
+template <class B, class H>
+void runtime<B, H>::push_restore(edge_t& e) {
+    op_t* producer = e.storage->producer;
+    if (producer == nullptr)
+        throw logic_error("dtr: internal error: storage #" + std::to_string(e.storage->sid) +
+                          " is evicted without a recipe");
+    touch_inputs(*producer);
+    frames_.push_back({producer, 0, false}); // invalidates references to frames
+}
+
+template <class B, class H>
+void runtime<B, H>::rematerialize(op_t& op) {
+    try {
+        run(op, true, std::nullopt);
+    } catch (...) {
+        unpin_inputs(op);
+        throw;
+    }
+    unpin_inputs(op);
+    // A recomputed dependent may make a pending banishment safe.
+    for (std::uint32_t i = 0; i < op.n_inputs; ++i)
+        if (op.in[i].storage->banish_pending) enqueue(op.in[i].storage);
+}
+
+template <class B, class H>
+void runtime<B, H>::finish_restore_frame() {
+    op_t* op = frames_.back().op;
+    rematerialize(*op);
+    frames_.pop_back();
+}
+
+template <class B, class H>
+void runtime<B, H>::secure_simulator_order(op_t& root) {
+    // Each frame first pins the inputs already resident (they cannot be lost while the
+    // others are recomputed), then restores the evicted ones in order, pinning each as it
+    // becomes resident: the DTR simulator's order, so replays make the same choices. Every
+    // frame on the stack holds all its resident inputs pinned.
+    for (;;) {
+        frame& f = frames_.back();
+        op_t* op = f.op;
+        if (!f.started) {
+            f.started = true;
+            for (std::uint32_t i = 0; i < op->n_inputs; ++i) {
+                edge_t& e = op->in[i];
+                if (e.storage->is_resident) {
+                    pin(e.storage);
+                    e.pinned = true;
+                }
+            }
+        }
+        while (f.next_input < op->n_inputs && op->in[f.next_input].pinned) ++f.next_input;
+        if (f.next_input < op->n_inputs) {
+            edge_t& e = op->in[f.next_input];
+            if (e.storage->is_resident) { // restored meanwhile, e.g. as a sibling
+                pin(e.storage);
+                e.pinned = true;
+            } else {
+                push_restore(e);
+            }
+            continue;
+        }
+        if (op == &root) return; // the caller runs it
+        finish_restore_frame();
+    }
+}
+
+template <class B, class H>
+void runtime<B, H>::secure_evicted_first(op_t& root) {
+    // A frame restores its evicted inputs before pinning anything else, and pins each as it
+    // arrives; the inputs resident on arrival stay evictable meanwhile (they were just
+    // touched, so staleness-aware policies keep them). Among the evicted inputs, those whose
+    // own recipe needs a restore (deep) go first, while the frame pins the least, and those
+    // recomputable at once (shallow) last. Then the frame pins what is still resident and,
+    // if something was evicted meanwhile, goes round once more: each input is pinned once
+    // restored, so a frame goes round at most twice.
+    auto has_evicted_input = [](const op_t& op) {
+        for (std::uint32_t i = 0; i < op.n_inputs; ++i)
+            if (!op.in[i].storage->is_resident) return true;
+        return false;
+    };
+    for (;;) {
+        frame& f = frames_.back();
+        op_t* op = f.op;
+        if (f.awaiting >= 0) { // back from restoring this input: keep it
+            edge_t& e = op->in[f.awaiting];
+            f.awaiting = -1;
+            if (e.storage->is_resident && !e.pinned) {
+                pin(e.storage);
+                e.pinned = true;
+            }
+        }
+        // f.started marks the shallow phase; next_input scans within the phase.
+        bool found = false;
+        for (;;) {
+            while (f.next_input < op->n_inputs) {
+                const edge_t& e = op->in[f.next_input];
+                if (!e.pinned && !e.storage->is_resident &&
+                    (f.started || e.storage->producer == nullptr || has_evicted_input(*e.storage->producer))) {
+                    found = true;
+                    break;
+                }
+                ++f.next_input;
+            }
+            if (found || f.started) break;
+            f.started = true; // deep inputs done: now the shallow ones
+            f.next_input = 0;
+        }
+        if (found) {
+            f.awaiting = static_cast<std::int32_t>(f.next_input);
+            push_restore(op->in[f.next_input]);
+            continue;
+        }
+        // Pin what stayed resident; anything evicted while the others were restored sends
+        // the frame round once more.
+        bool lost = false;
+        for (std::uint32_t i = 0; i < op->n_inputs; ++i) {
+            edge_t& e = op->in[i];
+            if (e.pinned) continue;
+            if (e.storage->is_resident) {
+                pin(e.storage);
+                e.pinned = true;
+            } else {
+                lost = true;
+            }
+        }
+        if (lost) {
+            f.started = false;
+            f.next_input = 0;
+            continue;
+        }
+        if (op == &root) return; // the caller runs it
+        finish_restore_frame();
+    }
 }
 
 template <class B, class H>
@@ -97,15 +196,7 @@ void runtime<B, H>::make_resident(storage_t* target) {
     op_t& op = *target->producer;
     touch_inputs(op);
     secure_inputs(op);
-    try {
-        run(op, true, std::nullopt);
-    } catch (...) {
-        unpin_inputs(op);
-        throw;
-    }
-    unpin_inputs(op);
-    for (std::uint32_t i = 0; i < op.n_inputs; ++i)
-        if (op.in[i].storage->banish_pending) enqueue(op.in[i].storage);
+    rematerialize(op);
 }
 
 template <class B, class H>
