@@ -1,0 +1,265 @@
+# SPDX-License-Identifier: Apache-2.0
+"""dtr_torch.Runtime: PyTorch's ATen operators executed through dtr::runtime.
+
+Inside ``with Runtime(budget=...) as rt:`` a TorchDispatchMode sends every ATen operator to
+the C++ bridge (``_dtr_torch.Bridge.dispatch``), which runs it as one runtime call. Results
+are ``DTRTensor`` wrappers (``_make_wrapper_subclass``: sizes, strides, dtype, no memory)
+holding a reference to a runtime storage; plain tensors that reach an operator (parameters,
+inputs, buffers, optimizer state created outside) are adopted as runtime constants sharing
+their memory. See docs/torch.md.
+"""
+
+from __future__ import annotations
+
+import gc
+from typing import Dict, Optional
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import schema as _schema
+
+try:  # installed: the extension sits in the package
+    from . import _dtr_torch as _ext  # type: ignore
+except ImportError:  # uninstalled (meson devenv): the build directory is on sys.path
+    import _dtr_torch as _ext  # type: ignore
+
+
+class OutOfMemoryError(MemoryError):
+    """The budget cannot hold what an operator needs. The text is dtr::out_of_memory's,
+    prefixed with the ATen operator's name. The runtime and the model stay usable: raise the
+    budget (Runtime.set_budget) and run the step again."""
+
+
+class ThrashingError(RuntimeError):
+    """Rematerialization cost exceeded the runtime's remat_limit (the budget is too tight
+    to make progress)."""
+
+
+# Operators that change a tensor's metadata or storage in place without an inplace_view tag.
+_METADATA_INPLACE = frozenset({"set_", "resize_", "resize_as_", "_resize_output_", "swapdims_",
+                               "swapaxes_", "transpose_", "t_", "squeeze_", "unsqueeze_",
+                               "as_strided_"})
+
+_infos: Dict[object, object] = {}
+
+
+_PASS = object()  # operators run as they are (the profiler's record_function markers)
+
+
+def _info(func):
+    s = func._schema
+    if s.name.startswith("profiler::"):
+        _infos[func] = _PASS
+        return _PASS
+    k = _schema.classify(func)
+    kind = k.kind
+    if s.name.split("::")[-1] in _METADATA_INPLACE:
+        kind = _schema.INPLACE_VIEW
+    i = _ext.OpInfo(s.name, s.overload_name, kind, list(k.writes), list(k.return_alias), k.random,
+                    k.generator_arg, k.first_list_arg)
+    _infos[func] = i
+    return i
+
+
+class DTRTensor(torch.Tensor):
+    """A tensor whose storage a dtr runtime manages (it owns no memory itself)."""
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        # Reached when no Runtime context is active (a result used after the with-block):
+        # the operator still runs through the runtime that owns the tensor.
+        rt = None
+        for a in _schema.tensors_in(list(args) + list((kwargs or {}).values())):
+            rt = getattr(a, "_dtr_rt", None)
+            if rt is not None:
+                break
+        if rt is None:
+            raise RuntimeError(f"dtr_torch: {func} on a DTRTensor without a runtime")
+        info = _infos.get(func) or _info(func)
+        if info is _PASS:
+            return func(*args, **(kwargs or {}))
+        return rt._bridge.dispatch(info, tuple(args), kwargs or {})
+
+    def materialize(self) -> torch.Tensor:
+        """A plain tensor holding this tensor's value (a copy)."""
+        return self._dtr_rt._bridge.materialize(self._dtr_ref, self)
+
+    def __repr__(self, *, tensor_contents=None):  # noqa: D105
+        return "DTRTensor(" + repr(self.materialize()) + ")"
+
+    def numpy(self, *args, **kwargs):  # noqa: D102
+        return self.materialize().numpy(*args, **kwargs)
+
+    def tolist(self):  # noqa: D102
+        return self.materialize().tolist()
+
+    def __reduce_ex__(self, proto):
+        return self.materialize().__reduce_ex__(proto)
+
+
+def materialize(t):
+    """``t`` as a plain tensor: DTRTensors are copied out of their runtime, anything else is
+    returned as it is."""
+    if isinstance(t, DTRTensor):
+        return t.materialize()
+    return t
+
+
+class _Mode(TorchDispatchMode):
+    def __init__(self, rt: "Runtime"):
+        super().__init__()
+        self._bridge = rt._bridge
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        info = _infos.get(func) or _info(func)
+        if info is _PASS:
+            return func(*args, **(kwargs or {}))
+        return self._bridge.dispatch(info, args, kwargs or {})
+
+
+_active: Optional["Runtime"] = None
+
+
+class Runtime:
+    """A dtr::runtime that executes PyTorch's operators inside ``with``.
+
+    budget:      hard limit on the bytes of the storages the runtime manages (None: no limit)
+    heuristic:   eviction policy by name (dtr_eqclass, dtr, dtr_local, dtr_held, lru,
+                 largest, msps)
+    device:      where tensors live ("cpu"; "cuda" with a CUDA build of PyTorch)
+    remat_limit: total rematerialization time (ns) after which operators fail with
+                 ThrashingError (None: no limit)
+    """
+
+    def __init__(self, budget: Optional[int] = None, heuristic: str = "dtr_eqclass",
+                 device: str = "cpu", remat_limit: Optional[float] = None):
+        b = (1 << 64) - 1 if budget is None else int(budget)
+        if b <= 0:
+            raise ValueError(f"dtr_torch.Runtime: budget must be positive, got {budget}")
+        self._bridge = _ext.Bridge(b, heuristic, device, self._make_wrapper, OutOfMemoryError,
+                                   ThrashingError)
+        if remat_limit is not None:
+            self._bridge.set_remat_limit(float(remat_limit))
+        self._mode: Optional[_Mode] = None
+        self._saved_backward = None
+        self.device = torch.device(device)
+
+    # --- the context ------------------------------------------------------------------
+    def __enter__(self) -> "Runtime":
+        global _active
+        if _active is not None:
+            raise RuntimeError("dtr_torch: a Runtime context is already active (they do not nest)")
+        _active = self
+        self._mode = _Mode(self)
+        self._mode.__enter__()
+        self._saved_backward = torch.autograd.backward
+        self._saved_grad = torch.autograd.grad
+        saved, saved_grad, bridge = self._saved_backward, self._saved_grad, self._bridge
+
+        def backward(*args, **kwargs):
+            bridge.set_in_backward(True)
+            try:
+                out = saved(*args, **kwargs)
+            finally:
+                bridge.set_in_backward(False)
+            self._promote_grads()
+            return out
+
+        def grad(*args, **kwargs):
+            bridge.set_in_backward(True)
+            try:
+                return saved_grad(*args, **kwargs)
+            finally:
+                bridge.set_in_backward(False)
+
+        torch.autograd.backward = backward
+        torch.autograd.grad = grad
+        return self
+
+    def __exit__(self, *exc) -> None:
+        global _active
+        try:
+            self._mode.__exit__(*exc)
+        finally:
+            torch.autograd.backward = self._saved_backward
+            torch.autograd.grad = self._saved_grad
+            _active = None
+        self._mode = None
+        self._give_back()
+
+    # --- wrappers ---------------------------------------------------------------------
+    def _make_wrapper(self, ref, size, stride, offset, dtype, device):
+        w = torch.Tensor._make_wrapper_subclass(DTRTensor, size, strides=stride,
+                                                storage_offset=offset, dtype=dtype,
+                                                device=device, requires_grad=False)
+        w._dtr_ref = ref
+        w._dtr_rt = self
+        return w
+
+    def _promote_grads(self) -> None:
+        """After backward: leaf gradients become constants (they outlive the step)."""
+        for g in self._bridge.leaf_grads():
+            ref = getattr(g, "_dtr_ref", None)
+            if ref is not None and ref.runtime_id == self._bridge.id:
+                self._bridge.promote(ref)
+
+    def _give_back(self) -> None:
+        """On exit: gradients and optimizer state become plain tensors again (with the
+        budget lifted meanwhile: leaving must not fail because reading needs recomputation)."""
+        budget = self._bridge.budget
+        self._bridge.set_budget((1 << 64) - 1)
+        try:
+            self._give_back_now()
+        finally:
+            try:
+                self._bridge.set_budget(budget)
+            except ValueError:
+                pass  # what is resident now does not fit the old budget: keep it lifted
+
+    def _give_back_now(self) -> None:
+        for p, g in self._bridge.leaf_grad_pairs():
+            if isinstance(g, DTRTensor) and getattr(g, "_dtr_rt", None) is self:
+                p.grad = g.materialize()
+        for obj in gc.get_objects():
+            if isinstance(obj, torch.optim.Optimizer):
+                for st in obj.state.values():
+                    for k, v in list(st.items()):
+                        if isinstance(v, DTRTensor) and getattr(v, "_dtr_rt", None) is self:
+                            st[k] = v.materialize()
+        self._bridge.drop_adoption_refs()
+
+    # --- queries ----------------------------------------------------------------------
+    def stats(self) -> dict:
+        """The runtime's counters (dtr::counters) plus the bridge's own."""
+        return self._bridge.stats()
+
+    @property
+    def budget(self) -> int:
+        return self._bridge.budget
+
+    def set_budget(self, nbytes: int) -> None:
+        """Change the budget (evicting down to it); ValueError if that cannot be done."""
+        self._bridge.set_budget(int(nbytes))
+
+    def materialize(self, t):
+        return materialize(t)
+
+    def evict(self, t) -> bool:
+        """Evict ``t``'s storage now if it can be recomputed (tests, experiments)."""
+        return t._dtr_ref.evict() if isinstance(t, DTRTensor) else False
+
+    def check_invariants(self) -> None:
+        self._bridge.check_invariants()
+
+
+def allocator_stats() -> dict:
+    """Bytes PyTorch's CPU allocator holds now, its peak since reset_allocator_peak(), and
+    the total ever allocated (the bridge wraps the allocator when it is imported)."""
+    return _ext.allocator_stats()
+
+
+def reset_allocator_peak() -> None:
+    _ext.reset_allocator_peak()

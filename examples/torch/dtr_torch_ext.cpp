@@ -1,0 +1,1270 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief The PyTorch bridge: every ATen operator the Python side dispatches runs as one
+//! dtr::runtime call whose recipe is the boxed ATen operator with its recorded arguments.
+//!
+//! One translation unit on purpose (libtorch headers are slow to compile). Pieces:
+//! - counting_allocator: wraps PyTorch's CPU allocator to measure every byte ATen holds;
+//! - torch_backend: a dtr::backend whose blocks are ATen storages; allocate() adopts the
+//!   storage an operator just produced instead of copying it;
+//! - runtime_iface / runtime_impl<H>: the runtime behind a small virtual interface, so that
+//!   the heuristic is chosen by name at run time while the bridge code is compiled once;
+//! - recipe: what one call records (operator handle, boxed arguments, geometry of every
+//!   tensor argument, generator state for random operators) and runs, first time and when
+//!   rematerializing;
+//! - bridge: the Python-facing runtime (dispatch, adoption of plain tensors, pins, stats).
+//! See docs/torch.md for the mapping and its limits.
+
+#include <torch/extension.h>
+#include <torch/csrc/Device.h>
+#include <torch/csrc/DynamicTypes.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
+
+#include <ATen/ScalarOps.h>
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
+#include <dtr/heuristic/by_name.hpp>
+#include <dtr/runtime.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace dtr_torch {
+
+// ---------------------------------------------------------------------------------------
+// Allocation accounting: every byte ATen allocates on the CPU, wherever it comes from.
+
+//! Wraps the CPU allocator PyTorch had when the module was loaded; counts bytes held now and
+//! the highest value since the last reset. The DataPtr's context is the data pointer itself
+//! (some ATen code uses raw_allocate/raw_deleter, which require that), so sizes and the
+//! wrapped allocations are kept in a table keyed by address.
+class counting_allocator final : public c10::Allocator {
+public:
+    explicit counting_allocator(c10::Allocator* base) : base_(base) {}
+
+    c10::DataPtr allocate(size_t n) const override {
+        c10::DataPtr inner = base_->allocate(n);
+        void* data = inner.get();
+        const c10::Device device = inner.device();
+        if (data == nullptr) return inner; // zero-byte allocations: nothing to count
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            live_.emplace(data, entry{std::move(inner), n});
+        }
+        const std::size_t now = current_.fetch_add(n) + n;
+        std::size_t peak = peak_.load();
+        while (now > peak && !peak_.compare_exchange_weak(peak, now)) {}
+        total_.fetch_add(n);
+        return {data, data, &release, device};
+    }
+    c10::DeleterFnPtr raw_deleter() const override { return &release; }
+
+    std::size_t current() const noexcept { return current_.load(); }
+    std::size_t peak() const noexcept { return peak_.load(); }
+    std::size_t total() const noexcept { return total_.load(); }
+    void reset_peak() noexcept { peak_.store(current_.load()); }
+
+    static counting_allocator* instance;
+
+private:
+    struct entry {
+        c10::DataPtr inner;
+        std::size_t bytes;
+    };
+    static void release(void* p) {
+        counting_allocator* self = instance;
+        entry e;
+        {
+            std::lock_guard<std::mutex> lock(self->mutex_);
+            auto it = self->live_.find(p);
+            if (it == self->live_.end()) return;
+            e = std::move(it->second);
+            self->live_.erase(it);
+        }
+        self->current_.fetch_sub(e.bytes);
+        // e.inner frees the block through the wrapped allocator
+    }
+
+    c10::Allocator* base_;
+    mutable std::mutex mutex_;
+    mutable std::unordered_map<void*, entry> live_;
+    mutable std::atomic<std::size_t> current_{0};
+    mutable std::atomic<std::size_t> peak_{0};
+    mutable std::atomic<std::size_t> total_{0};
+};
+
+counting_allocator* counting_allocator::instance = nullptr;
+
+counting_allocator& cpu_counter() {
+    // Never destroyed: blocks freed during interpreter shutdown still find it.
+    static auto* instance = [] {
+        auto* a = new counting_allocator(c10::GetCPUAllocator());
+        counting_allocator::instance = a;
+        c10::SetCPUAllocator(a, /*priority=*/100);
+        return a;
+    }();
+    return *instance;
+}
+
+// ---------------------------------------------------------------------------------------
+// The backend: runtime blocks are ATen storages.
+
+//! State shared by the backend (which the runtime owns) and the bridge: the storages behind
+//! every block, the adoption slot, and the device.
+struct block_table {
+    c10::Device device{c10::kCPU};
+    c10::Allocator* allocator = nullptr;
+    std::unordered_map<const void*, c10::Storage> blocks;
+    //! Set by an operator just before it asks the runtime for an output: allocate() takes
+    //! this storage (ATen's own allocation) instead of allocating and copying.
+    c10::Storage pending;
+    bool has_pending = false;
+    std::size_t adopted = 0;
+    std::size_t fresh = 0;
+};
+
+class torch_backend {
+public:
+    using pointer = std::byte*;
+    using const_pointer = const std::byte*;
+
+    explicit torch_backend(std::shared_ptr<block_table> table) : table_(std::move(table)) {}
+
+    //! Effects: adopts the pending storage when one of this size is waiting, else allocates
+    //! a new storage from the device's allocator. Zero-byte blocks get one byte so that
+    //! every block has a distinct address.
+    pointer allocate(std::size_t bytes) {
+        c10::Storage s;
+        block_table& t = *table_;
+        if (t.has_pending && t.pending.nbytes() == bytes && t.pending.data_ptr().get() != nullptr &&
+            t.blocks.find(t.pending.data_ptr().get()) == t.blocks.end()) {
+            s = std::move(t.pending);
+            t.has_pending = false;
+            ++t.adopted;
+        } else {
+            s = c10::Storage(c10::Storage::use_byte_size_t(), std::max<std::size_t>(bytes, 1),
+                             t.allocator, /*resizable=*/false);
+            ++t.fresh;
+        }
+        auto* p = static_cast<pointer>(s.data_ptr().get());
+        t.blocks.emplace(p, std::move(s));
+        return p;
+    }
+
+    void deallocate(pointer p, std::size_t) noexcept { table_->blocks.erase(p); }
+
+    void copy(pointer dst, const_pointer src, std::size_t bytes) {
+        if (bytes == 0) return;
+        if (table_->device.is_cpu()) {
+            std::memcpy(dst, src, bytes);
+            return;
+        }
+        // Device memory (CUDA builds of PyTorch): let ATen pick the copy kernel.
+        c10::impl::ExcludeDispatchKeyGuard no_python(
+            c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+        at::AutoDispatchBelowADInplaceOrView below;
+        auto opts = at::TensorOptions().dtype(at::kByte).device(table_->device);
+        auto d = at::from_blob(dst, {static_cast<int64_t>(bytes)}, opts);
+        auto s = at::from_blob(const_cast<std::byte*>(src), {static_cast<int64_t>(bytes)}, opts);
+        d.copy_(s);
+    }
+
+    template <class Body>
+    dtr::cost_t execute(Body&& body) {
+        const auto start = std::chrono::steady_clock::now();
+        body();
+        const auto stop = std::chrono::steady_clock::now();
+        return static_cast<dtr::cost_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(stop - start).count());
+    }
+
+    block_table& table() noexcept { return *table_; }
+
+private:
+    std::shared_ptr<block_table> table_;
+};
+
+static_assert(dtr::backend<torch_backend>);
+
+using context_t = dtr::op_context<torch_backend>;
+
+// ---------------------------------------------------------------------------------------
+// The runtime behind a virtual interface (heuristic chosen by name).
+
+struct pinned {
+    virtual ~pinned() = default;
+    const std::byte* data = nullptr;
+    std::size_t size = 0;
+};
+
+struct recipe;
+
+//! The operator handed to the runtime: a shared recipe (copyable, cheap).
+struct recipe_op {
+    std::shared_ptr<recipe> r;
+    void operator()(context_t& ctx) const;
+};
+
+class runtime_iface {
+public:
+    virtual ~runtime_iface() = default;
+    virtual std::vector<dtr::tensor> call(recipe_op op, std::span<const dtr::tensor> inputs,
+                                          std::size_t outputs, std::vector<std::uint32_t> mutates) = 0;
+    //! A constant taking over `storage` (no copy).
+    virtual dtr::tensor adopt(const c10::Storage& storage) = 0;
+    //! A constant holding a copy of `bytes` bytes at `src`.
+    virtual dtr::tensor copy_constant(const std::byte* src, std::size_t bytes) = 0;
+    virtual std::unique_ptr<pinned> pin(const dtr::tensor& t) = 0;
+    virtual bool evict(const dtr::tensor& t) = 0;
+    virtual bool is_rematerializable(const dtr::tensor& t) const = 0;
+    virtual bool is_resident(const dtr::tensor& t) const = 0;
+    virtual void set_budget(std::size_t bytes) = 0;
+    virtual std::size_t budget() const = 0;
+    virtual void set_remat_limit(double ns) = 0;
+    virtual const dtr::counters& stats() const = 0;
+    virtual std::size_t storage_count() const = 0;
+    virtual std::size_t operator_count() const = 0;
+    virtual void check_invariants() const = 0;
+    virtual block_table& table() = 0;
+    virtual const char* heuristic_name() const = 0;
+};
+
+template <class H>
+class runtime_impl final : public runtime_iface {
+public:
+    runtime_impl(dtr::runtime_options opts, std::shared_ptr<block_table> table)
+        : table_(table), rt_(opts, torch_backend(table)) {}
+
+    std::vector<dtr::tensor> call(recipe_op op, std::span<const dtr::tensor> inputs, std::size_t outputs,
+                                  std::vector<std::uint32_t> mutates) override {
+        dtr::call_options o;
+        o.mutates = std::move(mutates);
+        return rt_.call_n(outputs, std::move(op), inputs, std::move(o));
+    }
+    dtr::tensor adopt(const c10::Storage& storage) override {
+        block_table& t = *table_;
+        t.pending = storage;
+        t.has_pending = true;
+        struct clear {
+            block_table& t;
+            ~clear() {
+                t.has_pending = false;
+                t.pending = c10::Storage();
+            }
+        } guard{t};
+        return rt_.constant(storage.nbytes(), [](dtr::buffer_view<std::byte*>) {});
+    }
+    dtr::tensor copy_constant(const std::byte* src, std::size_t bytes) override {
+        return rt_.constant(bytes, [&](dtr::buffer_view<std::byte*> b) {
+            if (bytes != 0) rt_.backend().copy(b.data(), src, bytes);
+        });
+    }
+    std::unique_ptr<pinned> pin(const dtr::tensor& t) override {
+        struct guard final : pinned {
+            explicit guard(typename dtr::runtime<torch_backend, H>::read_guard g) : g(std::move(g)) {}
+            typename dtr::runtime<torch_backend, H>::read_guard g;
+        };
+        auto p = std::make_unique<guard>(rt_.pin(t));
+        p->data = p->g.data().data();
+        p->size = p->g.data().size();
+        return p;
+    }
+    bool evict(const dtr::tensor& t) override { return rt_.evict(t); }
+    bool is_rematerializable(const dtr::tensor& t) const override { return rt_.is_rematerializable(t); }
+    bool is_resident(const dtr::tensor& t) const override { return rt_.is_resident(t); }
+    void set_budget(std::size_t bytes) override { rt_.set_budget(bytes); }
+    std::size_t budget() const override { return rt_.budget(); }
+    void set_remat_limit(double ns) override { rt_.set_remat_limit(ns); }
+    const dtr::counters& stats() const override { return rt_.stats(); }
+    std::size_t storage_count() const override { return rt_.storage_count(); }
+    std::size_t operator_count() const override { return rt_.operator_count(); }
+    void check_invariants() const override { rt_.check_invariants(); }
+    block_table& table() override { return *table_; }
+    const char* heuristic_name() const override { return H::name; }
+
+private:
+    std::shared_ptr<block_table> table_;
+    dtr::runtime<torch_backend, H> rt_;
+};
+
+std::unique_ptr<runtime_iface> make_runtime(const std::string& name, dtr::runtime_options opts,
+                                            std::shared_ptr<block_table> table) {
+    namespace h = dtr::heuristics;
+    // The policies worth a bridge instantiation; each one compiles the whole runtime.
+    if (name == h::dtr_eqclass::name) return std::make_unique<runtime_impl<h::dtr_eqclass>>(opts, table);
+    if (name == h::dtr::name) return std::make_unique<runtime_impl<h::dtr>>(opts, table);
+    if (name == h::dtr_local::name) return std::make_unique<runtime_impl<h::dtr_local>>(opts, table);
+    if (name == h::dtr_held::name) return std::make_unique<runtime_impl<h::dtr_held>>(opts, table);
+    if (name == h::lru::name) return std::make_unique<runtime_impl<h::lru>>(opts, table);
+    if (name == h::largest::name) return std::make_unique<runtime_impl<h::largest>>(opts, table);
+    if (name == h::msps::name) return std::make_unique<runtime_impl<h::msps>>(opts, table);
+    throw std::invalid_argument("dtr_torch: unknown heuristic '" + name +
+                                "' (the bridge offers dtr_eqclass, dtr, dtr_local, dtr_held, lru, "
+                                "largest, msps)");
+}
+
+// ---------------------------------------------------------------------------------------
+// Geometry and recipes.
+
+struct geometry {
+    std::vector<int64_t> sizes;
+    std::vector<int64_t> strides;
+    int64_t offset = 0;
+    at::ScalarType dtype = at::kFloat;
+    c10::Device device{c10::kCPU};
+
+    static geometry of(const at::Tensor& t) {
+        geometry g;
+        g.sizes.assign(t.sizes().begin(), t.sizes().end());
+        g.strides.assign(t.strides().begin(), t.strides().end());
+        g.offset = t.storage_offset();
+        g.dtype = t.scalar_type();
+        g.device = t.device();
+        return g;
+    }
+    bool operator==(const geometry& o) const {
+        return sizes == o.sizes && strides == o.strides && offset == o.offset && dtype == o.dtype &&
+               device == o.device;
+    }
+};
+
+//! A non-owning storage over runtime memory (inputs of a running operator).
+c10::Storage borrowed_storage(const void* data, std::size_t bytes, c10::Device device) {
+    return c10::Storage(c10::Storage::use_byte_size_t(), bytes,
+                        c10::DataPtr(const_cast<void*>(data), device), nullptr, false);
+}
+
+//! A plain tensor with geometry `g` on `storage`.
+at::Tensor tensor_on(const c10::Storage& storage, const geometry& g) {
+    auto ks = c10::DispatchKeySet(c10::computeDispatchKey(g.dtype, at::kStrided, g.device));
+    at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(storage), ks,
+                                                           c10::scalarTypeToTypeMeta(g.dtype));
+    t.unsafeGetTensorImpl()->set_sizes_and_strides(g.sizes, g.strides, g.offset);
+    return t;
+}
+
+//! Where a tensor argument lives in the boxed stack.
+struct arg_slot {
+    enum kind_t : std::uint8_t { tensor, optional_tensor, tensor_list, optional_tensor_list } kind;
+    std::size_t stack_index;
+    std::vector<int32_t> tensors; //!< index into recipe::tensors per element, -1 for None
+};
+
+struct tensor_arg {
+    std::uint32_t input; //!< distinct storage index among the call's inputs
+    geometry geom;
+};
+
+//! Everything one call records; run by the runtime the first time and whenever one of its
+//! outputs is rematerialized.
+struct recipe {
+    std::optional<c10::OperatorHandle> op;
+    std::vector<c10::IValue> stack; //!< the arguments, with tensor slots left as None
+    std::vector<arg_slot> slots;
+    std::vector<tensor_arg> tensors;
+    std::vector<std::uint8_t> input_mutated; //!< per distinct input
+    std::vector<std::size_t> fresh_returns;  //!< return positions whose tensors are outputs
+    std::size_t n_outputs = 0;
+    // Random operators: the generator and its state before the first run.
+    std::optional<at::Generator> generator;
+    at::Tensor rng_state;
+    // Filled by the first run: each output's geometry (rematerializations must agree).
+    std::vector<geometry> out_geom;
+    std::vector<std::uint8_t> out_defined;
+    bool ran = false;
+    std::size_t io_bytes = 0; //!< inputs + outputs of the first run (physical floor)
+
+    void run(context_t& ctx);
+};
+
+[[noreturn]] void unsupported(const std::string& what) {
+    throw std::runtime_error("dtr_torch: unsupported: " + what);
+}
+
+void recipe::run(context_t& ctx) {
+    c10::impl::ExcludeDispatchKeyGuard no_python(
+        c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+    at::AutoDispatchBelowADInplaceOrView below;
+
+    const std::size_t n_in = ctx.num_inputs();
+    std::vector<c10::Storage> storages;
+    storages.reserve(n_in);
+    std::size_t in_bytes = 0;
+    for (std::size_t i = 0; i < n_in; ++i) {
+        const c10::Device dev = ctx.backend().table().device;
+        if (input_mutated[i]) {
+            auto b = ctx.inout(i);
+            storages.push_back(borrowed_storage(b.data(), b.size(), dev));
+            in_bytes += b.size();
+        } else {
+            auto b = ctx.input(i);
+            storages.push_back(borrowed_storage(b.data(), b.size(), dev));
+            in_bytes += b.size();
+        }
+    }
+    std::vector<c10::IValue> s = stack;
+    for (const arg_slot& a : slots) {
+        auto make = [&](int32_t k) -> at::Tensor {
+            const tensor_arg& ta = tensors[static_cast<std::size_t>(k)];
+            return tensor_on(storages[ta.input], ta.geom);
+        };
+        switch (a.kind) {
+        case arg_slot::tensor:
+        case arg_slot::optional_tensor:
+            if (a.tensors[0] >= 0) s[a.stack_index] = make(a.tensors[0]);
+            break;
+        case arg_slot::tensor_list: {
+            c10::List<at::Tensor> l;
+            l.reserve(a.tensors.size());
+            for (int32_t k : a.tensors) l.push_back(make(k));
+            s[a.stack_index] = std::move(l);
+            break;
+        }
+        case arg_slot::optional_tensor_list: {
+            c10::List<c10::optional<at::Tensor>> l;
+            l.reserve(a.tensors.size());
+            for (int32_t k : a.tensors) l.push_back(k >= 0 ? c10::optional<at::Tensor>(make(k)) : c10::nullopt);
+            s[a.stack_index] = std::move(l);
+            break;
+        }
+        }
+    }
+
+    // Random operators see the generator state of their first run every time they run; a
+    // rematerialization leaves the generator as it found it, and so does a first run that
+    // fails (the retry then draws the same numbers as plain PyTorch would).
+    at::Tensor saved_state;
+    if (generator) {
+        saved_state = generator->get_state();
+        if (ran) generator->set_state(rng_state);
+    }
+    struct restore {
+        std::optional<at::Generator>& g;
+        at::Tensor& state;
+        bool keep = false;
+        ~restore() {
+            if (g && state.defined() && !keep) g->set_state(state);
+        }
+    } restore_rng{generator, saved_state};
+
+    op->callBoxed(&s);
+
+    // Outputs, in return order; undefined results still occupy an (empty) output.
+    block_table& table = ctx.backend().table();
+    struct clear_pending {
+        block_table& t;
+        ~clear_pending() {
+            t.has_pending = false;
+            t.pending = c10::Storage();
+        }
+    } clear{table};
+    std::size_t k = 0;
+    std::size_t out_bytes = 0;
+    std::vector<const c10::StorageImpl*> produced;
+    auto output = [&](const at::Tensor& r) {
+        if (k >= n_outputs)
+            unsupported(op->schema().name() + " returned more tensors than its arguments announce");
+        if (!r.defined()) {
+            if (ran && out_defined[k]) throw dtr::logic_error("dtr_torch: " + op->schema().name() +
+                                                              " is not deterministic (an output became undefined)");
+            ctx.output(k, 0);
+            if (!ran) {
+                out_geom.emplace_back();
+                out_defined.push_back(0);
+            }
+            ++k;
+            return;
+        }
+        if (r.layout() != at::kStrided || !r.has_storage())
+            unsupported(op->schema().name() + " returned a tensor with layout " + c10::str(r.layout()) +
+                        " (only strided tensors are managed)");
+        const c10::StorageImpl* si = r.storage().unsafeGetStorageImpl();
+        for (const c10::Storage& in : storages)
+            if (in.unsafeGetStorageImpl() == si || (in.nbytes() != 0 && in.data_ptr().get() == r.storage().data_ptr().get()))
+                unsupported(op->schema().name() + " returned a tensor sharing memory with an argument "
+                                                 "although its schema declares a fresh result");
+        for (const c10::StorageImpl* p : produced)
+            if (p == si)
+                unsupported(op->schema().name() + " returned two results sharing one storage");
+        produced.push_back(si);
+        geometry g = geometry::of(r);
+        if (ran) {
+            if (!(g == out_geom[k]) || !out_defined[k])
+                throw dtr::logic_error("dtr_torch: " + op->schema().name() +
+                                       " is not deterministic: a rematerialized output has another geometry");
+        } else {
+            out_geom.push_back(std::move(g));
+            out_defined.push_back(1);
+        }
+        table.pending = r.storage();
+        table.has_pending = true;
+        const std::size_t nbytes = r.storage().nbytes();
+        ctx.output(k, nbytes);
+        table.has_pending = false;
+        table.pending = c10::Storage();
+        out_bytes += nbytes;
+        ++k;
+    };
+    const std::size_t n_args = op->schema().arguments().size();
+    (void)n_args;
+    for (std::size_t ret : fresh_returns) {
+        c10::IValue& v = s[ret];
+        if (v.isTensor()) {
+            output(v.toTensor());
+        } else if (v.isTensorList()) {
+            for (const at::Tensor& r : v.toTensorList()) output(r);
+        } else if (v.isNone()) {
+            output(at::Tensor());
+        } else {
+            unsupported(op->schema().name() + ": return " + std::to_string(ret) + " is not a tensor");
+        }
+    }
+    if (k != n_outputs)
+        unsupported(op->schema().name() + " returned " + std::to_string(k) + " tensors, expected " +
+                    std::to_string(n_outputs));
+    if (!ran) {
+        io_bytes = in_bytes + out_bytes;
+        if (generator) {
+            rng_state = saved_state;
+            restore_rng.keep = true; // the first run advances the generator, as in plain PyTorch
+        }
+    }
+    ran = true;
+}
+
+void recipe_op::operator()(context_t& ctx) const { r->run(ctx); }
+
+// ---------------------------------------------------------------------------------------
+// Per-operator analysis (computed once per OpOverload on the Python side).
+
+struct op_info {
+    std::optional<c10::OperatorHandle> op;
+    std::string name;
+    enum kind_t : int { compute = 0, view = 1, detach_inplace = 2, inplace_view = 3 } kind = compute;
+    std::vector<std::pair<int, int>> writes; //!< (argument index, bool argument that must be true or -1)
+    std::vector<int> return_alias;           //!< per return: argument index it writes/aliases, or -1
+    bool random = false;
+    int generator_arg = -1;
+    int first_list_arg = -1;
+};
+
+// ---------------------------------------------------------------------------------------
+// The bridge runtime.
+
+class bridge;
+
+//! One runtime storage as Python sees it: shared by every wrapper viewing the storage, and by
+//! the plain tensors (parameters, buffers, inputs) whose storage it adopted.
+struct storage_ref {
+    std::shared_ptr<runtime_iface> rt;
+    dtr::tensor handle;
+    std::uint64_t runtime_id = 0;
+    //! Plain tensors sharing this storage (adopted); they follow mutations.
+    std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>> plains;
+    const c10::StorageImpl* plain_key = nullptr;
+
+    std::size_t nbytes() const { return handle.size(); }
+};
+
+using ref_ptr = std::shared_ptr<storage_ref>;
+
+class bridge {
+public:
+    bridge(std::size_t budget, const std::string& heuristic, const std::string& device, py::object wrapper_factory,
+           py::object oom_type, py::object thrash_type)
+        : table_(std::make_shared<block_table>()), make_wrapper_(std::move(wrapper_factory)),
+          oom_type_(std::move(oom_type)), thrash_type_(std::move(thrash_type)) {
+        static std::uint64_t next_id = 1;
+        id_ = next_id++;
+        table_->device = c10::Device(device);
+        if (table_->device.is_cpu()) {
+            table_->allocator = &cpu_counter();
+        } else {
+            table_->allocator = c10::GetAllocator(table_->device.type());
+        }
+        dtr::runtime_options o;
+        o.budget = budget;
+        rt_ = std::shared_ptr<runtime_iface>(make_runtime(heuristic, o, table_));
+        py_device_ = py::reinterpret_steal<py::object>(THPDevice_New(table_->device));
+    }
+
+    std::uint64_t id() const noexcept { return id_; }
+
+    // ---- references ---------------------------------------------------------------------
+
+    //! The storage_ref of a wrapper (its `_dtr_ref`), or of a plain tensor (adopting it).
+    ref_ptr ref_of(const at::Tensor& t, py::handle obj) {
+        py::object r = py::getattr(obj, "_dtr_ref", py::none());
+        if (!t.key_set().has(c10::DispatchKey::Python)) {
+            if (!r.is_none()) {
+                ref_ptr ref = r.cast<ref_ptr>();
+                if (ref->runtime_id == id_ && ref->plain_key == t.storage().unsafeGetStorageImpl()) return ref;
+            }
+            ref_ptr ref = adopt(t);
+            // The plain tensor's Python object keeps the reference (and so the constant) alive.
+            py::setattr(obj, "_dtr_ref", py::cast(ref));
+            return ref;
+        }
+        {
+            if (r.is_none())
+                unsupported("a tensor subclass with __torch_dispatch__ other than dtr_torch's (" +
+                            std::string(py::str(py::type::handle_of(obj))) + ")");
+            ref_ptr ref = r.cast<ref_ptr>();
+            if (ref->runtime_id != id_)
+                unsupported("a dtr_torch tensor of another runtime used in this one; "
+                            "materialize it first (dtr_torch.materialize)");
+            return ref;
+        }
+    }
+
+    ref_ptr adopt(const at::Tensor& t) {
+        if (t.layout() != at::kStrided) unsupported("tensors with layout " + c10::str(t.layout()));
+        if (!t.has_storage()) unsupported("tensors without storage (" + t.toString() + ")");
+        if (t.device() != table_->device)
+            unsupported("a tensor on " + t.device().str() + " in a runtime for " + table_->device.str());
+        const c10::StorageImpl* key = t.storage().unsafeGetStorageImpl();
+        auto it = adopted_.find(key);
+        ref_ptr ref;
+        if (it != adopted_.end()) ref = it->second.lock();
+        if (!ref) {
+            ref = std::make_shared<storage_ref>();
+            ref->rt = rt_;
+            ref->runtime_id = id_;
+            ref->handle = rt_->adopt(t.storage());
+            ref->plain_key = key;
+            adopted_[key] = ref;
+        }
+        c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+        bool known = false;
+        for (auto& w : ref->plains) {
+            auto s = w.lock();
+            if (s && s.get() == impl) known = true;
+        }
+        if (!known) ref->plains.emplace_back(c10::intrusive_ptr<c10::TensorImpl>::reclaim_copy(impl));
+        return ref;
+    }
+
+    //! Gradients of the adopted plain tensors that require grad (the leaves): as
+    //! (leaf, grad) pairs, or the grads alone.
+    py::list leaf_grads(bool pairs) {
+        py::list out;
+        for (auto& [key, weak] : adopted_) {
+            ref_ptr ref = weak.lock();
+            if (!ref) continue;
+            for (auto& w : ref->plains) {
+                auto impl = w.lock();
+                if (!impl) continue;
+                at::Tensor t(impl);
+                if (!t.requires_grad()) continue;
+                const at::Tensor& g = t.grad();
+                if (!g.defined()) continue;
+                py::object go = py::reinterpret_steal<py::object>(THPVariable_Wrap(g));
+                if (pairs)
+                    out.append(py::make_tuple(py::reinterpret_steal<py::object>(THPVariable_Wrap(t)), go));
+                else
+                    out.append(go);
+            }
+        }
+        return out;
+    }
+
+    //! On exit: plain tensors forget their references (so the runtime can go).
+    void drop_adoption_refs() {
+        for (auto& [key, weak] : adopted_) {
+            ref_ptr ref = weak.lock();
+            if (!ref) continue;
+            for (auto& w : ref->plains) {
+                auto impl = w.lock();
+                if (!impl) continue;
+                py::object obj = py::reinterpret_steal<py::object>(THPVariable_Wrap(at::Tensor(impl)));
+                if (py::hasattr(obj, "_dtr_ref")) py::delattr(obj, "_dtr_ref");
+            }
+        }
+        adopted_.clear();
+    }
+
+    // ---- dispatch -----------------------------------------------------------------------
+
+    py::object dispatch(const op_info& info, py::tuple args, py::dict kwargs);
+
+    // ---- access -------------------------------------------------------------------------
+
+    //! A plain tensor holding a copy of the wrapper's value (pins, recomputing if needed).
+    at::Tensor materialize(const ref_ptr& ref, const geometry& g) {
+        auto p = pin(ref->handle);
+        c10::impl::ExcludeDispatchKeyGuard no_python(
+            c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+        at::AutoDispatchBelowADInplaceOrView below;
+        at::Tensor view = tensor_on(borrowed_storage(p->data, p->size, table_->device), g);
+        return view.clone(at::MemoryFormat::Preserve);
+    }
+
+    std::unique_ptr<pinned> pin(const dtr::tensor& t) {
+        try {
+            return rt_->pin(t);
+        } catch (const dtr::out_of_memory& e) {
+            raise(oom_type_, std::string("pin (reading a tensor): ") + e.what());
+        } catch (const dtr::thrashing& e) {
+            raise(thrash_type_, std::string("pin (reading a tensor): ") + e.what());
+        }
+    }
+
+    //! Turns a computed storage into a constant (a copy), so that long-lived state (gradients,
+    //! optimizer state) stops depending on the step that computed it.
+    void promote(const ref_ptr& ref) {
+        if (!rt_->is_rematerializable(ref->handle)) return;
+        auto p = pin(ref->handle);
+        dtr::tensor c;
+        try {
+            c = rt_->copy_constant(p->data, p->size);
+        } catch (const dtr::out_of_memory& e) {
+            raise(oom_type_, std::string("promoting state to a constant: ") + e.what());
+        }
+        p.reset();
+        ref->handle = std::move(c);
+        ++promotions_;
+    }
+
+    bool is_constant(const ref_ptr& ref) const { return !rt_->is_rematerializable(ref->handle); }
+
+    runtime_iface& rt() { return *rt_; }
+    //! Inside loss.backward() / autograd.grad, grad mode is off but what runs is the backward
+    //! graph: its results stay rematerializable (no eager constants, no promotion).
+    void set_in_backward(bool b) { in_backward_ = b; }
+    std::size_t promotions() const { return promotions_; }
+    std::size_t eager_constants() const { return eager_constants_; }
+    std::size_t max_op_bytes() const { return max_op_bytes_; }
+    std::size_t calls() const { return calls_; }
+
+    [[noreturn]] void raise(const py::object& type, const std::string& msg) {
+        PyErr_SetString(type.ptr(), msg.c_str());
+        throw py::error_already_set();
+    }
+
+    py::object wrap(ref_ptr ref, const geometry& g) {
+        py::tuple size(g.sizes.size()), stride(g.strides.size());
+        for (std::size_t i = 0; i < g.sizes.size(); ++i) size[i] = py::int_(g.sizes[i]);
+        for (std::size_t i = 0; i < g.strides.size(); ++i) stride[i] = py::int_(g.strides[i]);
+        py::object dtype = py::reinterpret_borrow<py::object>(
+            reinterpret_cast<PyObject*>(torch::getTHPDtype(g.dtype)));
+        return make_wrapper_(py::cast(std::move(ref)), size, stride, g.offset, dtype, py_device_);
+    }
+
+private:
+    //! After a mutation: plain tensors sharing a mutated storage move to its new version.
+    void follow_mutation(const ref_ptr& ref);
+
+    std::shared_ptr<block_table> table_;
+    std::shared_ptr<runtime_iface> rt_;
+    std::uint64_t id_ = 0;
+    py::object make_wrapper_, oom_type_, thrash_type_, py_device_;
+    std::unordered_map<const c10::StorageImpl*, std::weak_ptr<storage_ref>> adopted_;
+    std::size_t promotions_ = 0;
+    std::size_t eager_constants_ = 0;
+    bool in_backward_ = false; //!< autograd runs with grad mode off, but computes activations
+    std::size_t max_op_bytes_ = 0;
+    std::size_t calls_ = 0;
+};
+
+void bridge::follow_mutation(const ref_ptr& ref) {
+    bool any = false;
+    for (auto& w : ref->plains)
+        if (w.lock()) any = true;
+    if (!any) return;
+    auto p = rt_->pin(ref->handle); // a constant: resident, no recomputation
+    auto it = table_->blocks.find(p->data);
+    if (it == table_->blocks.end()) throw std::logic_error("dtr_torch: mutated storage not in the block table");
+    const c10::Storage& fresh = it->second;
+    adopted_.erase(ref->plain_key);
+    ref->plain_key = fresh.unsafeGetStorageImpl();
+    adopted_[ref->plain_key] = ref;
+    std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>> alive;
+    for (auto& w : ref->plains) {
+        auto impl = w.lock();
+        if (!impl) continue;
+        const bool allow = impl->allow_tensor_metadata_change();
+        impl->set_allow_tensor_metadata_change(true);
+        impl->set_storage_keep_dtype(fresh);
+        impl->set_allow_tensor_metadata_change(allow);
+        alive.push_back(w);
+    }
+    ref->plains = std::move(alive);
+}
+
+// A tensor argument found in the boxed stack.
+struct found_tensor {
+    at::Tensor t;
+    py::object obj; //!< its Python object (wrapper or plain)
+    ref_ptr ref;
+    int arg = -1;   //!< schema argument index
+};
+
+py::object bridge::dispatch(const op_info& info, py::tuple args, py::dict kwargs) {
+    const c10::FunctionSchema& schema = info.op->schema();
+    // __torch_dispatch__ hands wrapped numbers (Python scalars ATen turned into 0-dim tensors)
+    // back as Python numbers; the boxed call needs them as wrapped-number tensors again.
+    {
+        const auto& sa = schema.arguments();
+        py::list fixed;
+        bool changed = false;
+        for (std::size_t i = 0; i < args.size(); ++i) {
+            py::object v = args[i];
+            if (i < sa.size() && sa[i].type()->kind() == c10::TypeKind::TensorType &&
+                (PyFloat_Check(v.ptr()) || PyLong_Check(v.ptr()) || PyBool_Check(v.ptr()) ||
+                 PyComplex_Check(v.ptr()))) {
+                at::Scalar sc = torch::jit::toIValue(v, c10::NumberType::get()).toScalar();
+                if (PyBool_Check(v.ptr())) sc = at::Scalar(v.cast<bool>());
+                at::Tensor w = c10::scalar_to_tensor(sc);
+                w.unsafeGetTensorImpl()->set_wrapped_number(true);
+                v = py::reinterpret_steal<py::object>(THPVariable_Wrap(w));
+                changed = true;
+            }
+            fixed.append(v);
+        }
+        if (changed) args = py::tuple(fixed);
+    }
+    torch::jit::Stack stack = torch::jit::createStackForSchema(
+        schema, torch::jit::tuple_slice(args), py::reinterpret_borrow<py::kwargs>(kwargs), c10::nullopt);
+
+    auto r = std::make_shared<recipe>();
+    std::vector<found_tensor> found;
+    std::vector<ref_ptr> inputs; // distinct storages
+    auto input_of = [&](const ref_ptr& ref) -> std::uint32_t {
+        for (std::size_t i = 0; i < inputs.size(); ++i)
+            if (inputs[i].get() == ref.get()) return static_cast<std::uint32_t>(i);
+        inputs.push_back(ref);
+        return static_cast<std::uint32_t>(inputs.size() - 1);
+    };
+    auto take = [&](const at::Tensor& t, int arg) -> int32_t {
+        if (!t.defined()) return -1;
+        found_tensor f;
+        f.t = t;
+        f.obj = py::reinterpret_steal<py::object>(THPVariable_Wrap(t));
+        f.ref = ref_of(t, f.obj);
+        f.arg = arg;
+        r->tensors.push_back({input_of(f.ref), geometry::of(t)});
+        found.push_back(std::move(f));
+        return static_cast<int32_t>(r->tensors.size() - 1);
+    };
+    const auto& sargs = schema.arguments();
+    for (std::size_t i = 0; i < sargs.size(); ++i) {
+        c10::IValue& v = stack[i];
+        if (v.isTensor()) {
+            const at::Tensor& t = v.toTensor();
+            if (t.defined() && t.unsafeGetTensorImpl()->is_wrapped_number() &&
+                !t.key_set().has(c10::DispatchKey::Python)) {
+                // A Python number ATen wrapped: part of the recorded arguments (by value).
+                at::Tensor copy = t.clone();
+                copy.unsafeGetTensorImpl()->set_wrapped_number(true);
+                v = copy;
+                continue;
+            }
+            const bool optional = sargs[i].type()->kind() == c10::TypeKind::OptionalType;
+            arg_slot a{optional ? arg_slot::optional_tensor : arg_slot::tensor, i, {take(t, static_cast<int>(i))}};
+            r->slots.push_back(std::move(a));
+            v = c10::IValue();
+        } else if (v.isTensorList()) {
+            arg_slot a{arg_slot::tensor_list, i, {}};
+            for (const at::Tensor& t : v.toTensorList()) a.tensors.push_back(take(t, static_cast<int>(i)));
+            r->slots.push_back(std::move(a));
+            v = c10::IValue();
+        } else if (v.isList() && sargs[i].type()->kind() == c10::TypeKind::ListType &&
+                   sargs[i].type()->containedType(0)->kind() == c10::TypeKind::OptionalType &&
+                   sargs[i].type()->containedType(0)->containedType(0)->kind() == c10::TypeKind::TensorType) {
+            arg_slot a{arg_slot::optional_tensor_list, i, {}};
+            for (const c10::IValue& e : v.toListRef())
+                a.tensors.push_back(e.isNone() ? -1 : take(e.toTensor(), static_cast<int>(i)));
+            r->slots.push_back(std::move(a));
+            v = c10::IValue();
+        } else if (v.isNone() && sargs[i].type()->kind() == c10::TypeKind::OptionalType &&
+                   sargs[i].type()->containedType(0)->kind() == c10::TypeKind::TensorType) {
+            // an absent optional tensor stays None
+        }
+    }
+
+    // Which distinct storages the call writes.
+    std::vector<std::uint8_t> mutated(inputs.size(), 0);
+    bool writes = false;
+    for (auto [arg, cond] : info.writes) {
+        if (cond >= 0) {
+            const c10::IValue& c = stack[static_cast<std::size_t>(cond)];
+            if (!(c.isBool() && c.toBool())) continue;
+        }
+        for (const found_tensor& f : found)
+            if (f.arg == arg) {
+                mutated[input_of(f.ref)] = 1;
+                writes = true;
+            }
+    }
+
+    auto arg_object = [&](int arg) -> py::object {
+        // The Python object passed as argument `arg` (what an in-place operator returns).
+        if (static_cast<std::size_t>(arg) < args.size()) return args[static_cast<std::size_t>(arg)];
+        const std::string& n = sargs[static_cast<std::size_t>(arg)].name();
+        if (kwargs.contains(n.c_str())) return kwargs[n.c_str()];
+        return py::none();
+    };
+
+    const auto& rets = schema.returns();
+    // ---- in-place metadata operators --------------------------------------------------------
+    if (info.kind == op_info::detach_inplace) return arg_object(0);
+    if (info.kind == op_info::inplace_view)
+        unsupported(info.name + " changes a tensor's sizes or strides in place; use the out-of-place "
+                                "form (e.g. t() instead of t_())");
+
+    // ---- views: no runtime call, the result shares the argument's storage -----------------
+    if (info.kind == op_info::view) {
+        c10::impl::ExcludeDispatchKeyGuard no_python(
+            c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+        at::AutoDispatchBelowADInplaceOrView below;
+        // Metadata-only storages (no memory) with the true sizes: views never read data.
+        std::vector<c10::Storage> fake;
+        fake.reserve(inputs.size());
+        for (const ref_ptr& in : inputs) fake.push_back(borrowed_storage(nullptr, in->nbytes(), table_->device));
+        torch::jit::Stack s = stack;
+        for (const arg_slot& a : r->slots) {
+            auto make = [&](int32_t k) { return tensor_on(fake[r->tensors[k].input], r->tensors[k].geom); };
+            if (a.kind == arg_slot::tensor || a.kind == arg_slot::optional_tensor) {
+                if (a.tensors[0] >= 0) s[a.stack_index] = make(a.tensors[0]);
+            } else if (a.kind == arg_slot::tensor_list) {
+                c10::List<at::Tensor> l;
+                for (int32_t k : a.tensors) l.push_back(make(k));
+                s[a.stack_index] = std::move(l);
+            } else {
+                unsupported(info.name + ": a view operator with optional tensor lists");
+            }
+        }
+        info.op->callBoxed(&s);
+        auto wrap_view = [&](const at::Tensor& t) -> py::object {
+            if (!t.defined()) return py::none();
+            if (t.is_conj() || t.is_neg())
+                unsupported(info.name + " produced a conjugate or negative view (complex views)");
+            const c10::StorageImpl* si = t.storage().unsafeGetStorageImpl();
+            for (std::size_t i = 0; i < fake.size(); ++i)
+                if (fake[i].unsafeGetStorageImpl() == si) return wrap(inputs[i], geometry::of(t));
+            unsupported(info.name + " is declared a view but returned a tensor on new memory");
+        };
+        std::vector<py::object> outs;
+        for (c10::IValue& v : s) {
+            if (v.isTensor()) {
+                outs.push_back(wrap_view(v.toTensor()));
+            } else if (v.isTensorList()) {
+                py::list l;
+                for (const at::Tensor& t : v.toTensorList()) l.append(wrap_view(t));
+                outs.push_back(std::move(l));
+            } else {
+                outs.push_back(torch::jit::toPyObject(std::move(v)));
+            }
+        }
+        if (outs.size() == 1) return outs[0];
+        py::tuple t(outs.size());
+        for (std::size_t i = 0; i < outs.size(); ++i) t[i] = outs[i];
+        return std::move(t);
+    }
+
+    // ---- fresh results ------------------------------------------------------------------
+    std::size_t n_out = 0;
+    for (std::size_t i = 0; i < rets.size(); ++i) {
+        if (info.return_alias[i] >= 0) continue; // returns a written argument
+        const auto kind = rets[i].type()->kind();
+        if (kind == c10::TypeKind::TensorType ||
+            (kind == c10::TypeKind::OptionalType && rets[i].type()->containedType(0)->kind() == c10::TypeKind::TensorType)) {
+            r->fresh_returns.push_back(i);
+            ++n_out;
+        } else if (kind == c10::TypeKind::ListType &&
+                   rets[i].type()->containedType(0)->kind() == c10::TypeKind::TensorType) {
+            // Tensor[] results: as many as the first tensor-list argument (the _foreach_ rule).
+            if (info.first_list_arg < 0)
+                unsupported(info.name + " returns a list of tensors whose length is unknown before it runs");
+            std::size_t len = 0;
+            for (const found_tensor& f : found)
+                if (f.arg == info.first_list_arg) ++len;
+            r->fresh_returns.push_back(i);
+            n_out += len;
+        }
+    }
+
+    // ---- operators that produce no tensor and write nothing: run on pinned inputs -----------
+    // Under no_grad, an operator whose inputs are all constants (optimizer arithmetic on
+    // parameters, gradients and state; factories) yields constants: run it at once and adopt
+    // its results, so that optimizer state never depends on a step's activations.
+    bool eager_constant = !writes && n_out > 0 && !c10::GradMode::is_enabled() && !in_backward_;
+    if (eager_constant)
+        for (const ref_ptr& in : inputs)
+            if (rt_->is_rematerializable(in->handle)) eager_constant = false;
+    if ((n_out == 0 && !writes) || eager_constant) {
+        std::vector<std::unique_ptr<pinned>> pins;
+        for (const ref_ptr& in : inputs) pins.push_back(pin(in->handle));
+        c10::impl::ExcludeDispatchKeyGuard no_python(
+            c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+        at::AutoDispatchBelowADInplaceOrView below;
+        std::vector<c10::Storage> st;
+        for (auto& p : pins) st.push_back(borrowed_storage(p->data, p->size, table_->device));
+        torch::jit::Stack s = stack;
+        for (const arg_slot& a : r->slots) {
+            auto make = [&](int32_t k) { return tensor_on(st[r->tensors[k].input], r->tensors[k].geom); };
+            if (a.kind == arg_slot::tensor || a.kind == arg_slot::optional_tensor) {
+                if (a.tensors[0] >= 0) s[a.stack_index] = make(a.tensors[0]);
+            } else if (a.kind == arg_slot::tensor_list) {
+                c10::List<at::Tensor> l;
+                for (int32_t k : a.tensors) l.push_back(make(k));
+                s[a.stack_index] = std::move(l);
+            } else {
+                c10::List<c10::optional<at::Tensor>> l;
+                for (int32_t k : a.tensors) l.push_back(k >= 0 ? c10::optional<at::Tensor>(make(k)) : c10::nullopt);
+                s[a.stack_index] = std::move(l);
+            }
+        }
+        info.op->callBoxed(&s);
+        if (!eager_constant) {
+            for (c10::IValue& v : s)
+                if (v.isTensor() || v.isTensorList())
+                    unsupported(info.name + " returned a tensor the bridge cannot classify");
+            return torch::jit::createPyObjectForStack(std::move(s));
+        }
+        pins.clear();
+        auto constant_of = [&](const at::Tensor& t) -> py::object {
+            if (!t.defined()) return py::none();
+            if (t.layout() != at::kStrided || !t.has_storage())
+                unsupported(info.name + " returned a tensor with layout " + c10::str(t.layout()));
+            for (const c10::Storage& in : st)
+                if (in.data_ptr().get() == t.storage().data_ptr().get() && in.nbytes() != 0)
+                    unsupported(info.name + " returned a tensor sharing memory with an argument");
+            auto ref = std::make_shared<storage_ref>();
+            ref->rt = rt_;
+            ref->runtime_id = id_;
+            try {
+                ref->handle = rt_->adopt(t.storage());
+            } catch (const dtr::out_of_memory& e) {
+                raise(oom_type_, info.name + ": " + e.what());
+            }
+            ++eager_constants_;
+            return wrap(std::move(ref), geometry::of(t));
+        };
+        std::vector<py::object> results;
+        for (std::size_t i = 0; i < s.size(); ++i) {
+            c10::IValue& v = s[i];
+            if (v.isTensor()) {
+                results.push_back(constant_of(v.toTensor()));
+            } else if (v.isTensorList()) {
+                py::list l;
+                for (const at::Tensor& t : v.toTensorList()) l.append(constant_of(t));
+                results.push_back(std::move(l));
+            } else {
+                results.push_back(torch::jit::toPyObject(std::move(v)));
+            }
+        }
+        if (results.size() == 1) return results[0];
+        py::tuple t(results.size());
+        for (std::size_t i = 0; i < results.size(); ++i) t[i] = results[i];
+        return std::move(t);
+    }
+
+    // ---- a runtime call ---------------------------------------------------------------------
+    // Long-lived state: an in-place update outside autograd (optimizer steps, running
+    // statistics, manual updates under no_grad) of a computed storage first turns it into a
+    // constant, so that state never chains back to the steps that produced it.
+    if (writes && !c10::GradMode::is_enabled() && !in_backward_)
+        for (std::size_t i = 0; i < inputs.size(); ++i)
+            if (mutated[i]) promote(inputs[i]);
+
+    r->op = info.op;
+    r->stack = std::move(stack);
+    r->input_mutated = mutated;
+    r->n_outputs = n_out;
+    if (info.random) {
+        at::Generator g;
+        if (info.generator_arg >= 0) {
+            const c10::IValue& gv = r->stack[static_cast<std::size_t>(info.generator_arg)];
+            if (gv.isGenerator()) g = gv.toGenerator();
+        }
+        if (!g.defined()) g = at::globalContext().defaultGenerator(table_->device);
+        r->generator = g;
+    }
+    std::vector<dtr::tensor> in_handles;
+    in_handles.reserve(inputs.size());
+    for (const ref_ptr& in : inputs) in_handles.push_back(in->handle);
+    std::vector<std::uint32_t> mutates;
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+        if (mutated[i]) mutates.push_back(static_cast<std::uint32_t>(i));
+
+    std::vector<dtr::tensor> outs;
+    try {
+        outs = rt_->call(recipe_op{r}, in_handles, n_out, std::move(mutates));
+    } catch (const dtr::out_of_memory& e) {
+        raise(oom_type_, info.name + ": " + e.what());
+    } catch (const dtr::thrashing& e) {
+        raise(thrash_type_, info.name + ": " + e.what());
+    }
+    ++calls_;
+    max_op_bytes_ = std::max(max_op_bytes_, r->io_bytes);
+    in_handles.clear();
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+        if (mutated[i]) follow_mutation(inputs[i]);
+
+    // Python results in the schema's return structure.
+    std::size_t k = 0;
+    auto fresh = [&]() -> py::object {
+        dtr::tensor h = std::move(outs[k]);
+        const bool defined = r->out_defined[k];
+        const geometry g = r->out_geom[k];
+        ++k;
+        if (!defined) return py::none();
+        auto ref = std::make_shared<storage_ref>();
+        ref->rt = rt_;
+        ref->runtime_id = id_;
+        ref->handle = std::move(h);
+        return wrap(std::move(ref), g);
+    };
+    std::vector<py::object> results;
+    for (std::size_t i = 0; i < rets.size(); ++i) {
+        if (info.return_alias[i] >= 0) {
+            results.push_back(arg_object(info.return_alias[i]));
+            continue;
+        }
+        const auto kind = rets[i].type()->kind();
+        if (kind == c10::TypeKind::ListType) {
+            std::size_t len = 0;
+            for (const found_tensor& f : found)
+                if (f.arg == info.first_list_arg) ++len;
+            py::list l;
+            for (std::size_t j = 0; j < len; ++j) l.append(fresh());
+            results.push_back(std::move(l));
+        } else {
+            results.push_back(fresh());
+        }
+    }
+    if (results.empty()) return py::none();
+    if (results.size() == 1) return results[0];
+    py::tuple t(results.size());
+    for (std::size_t i = 0; i < results.size(); ++i) t[i] = results[i];
+    return std::move(t);
+}
+
+} // namespace dtr_torch
+
+// ---------------------------------------------------------------------------------------
+// Python module.
+
+PYBIND11_MODULE(_dtr_torch, m) {
+    using namespace dtr_torch;
+    m.doc() = "dtr_torch's C++ half: ATen operators executed through dtr::runtime";
+    cpu_counter(); // install the counting allocator before anything is allocated
+
+    py::class_<storage_ref, ref_ptr>(m, "StorageRef")
+        .def_property_readonly("nbytes", &storage_ref::nbytes)
+        .def_property_readonly("runtime_id", [](const storage_ref& r) { return r.runtime_id; })
+        .def("resident", [](const storage_ref& r) { return r.rt->is_resident(r.handle); })
+        .def("constant", [](const storage_ref& r) { return !r.rt->is_rematerializable(r.handle); })
+        .def("evict", [](const storage_ref& r) { return r.rt->evict(r.handle); });
+
+    py::class_<op_info>(m, "OpInfo")
+        .def(py::init([](const std::string& name, const std::string& overload, int kind,
+                         std::vector<std::pair<int, int>> writes, std::vector<int> return_alias, bool random,
+                         int generator_arg, int first_list_arg) {
+            auto h = c10::Dispatcher::singleton().findSchema({name, overload});
+            if (!h) throw std::invalid_argument("dtr_torch: no ATen operator " + name + "." + overload);
+            op_info i;
+            i.op = *h;
+            i.name = name + (overload.empty() ? "" : "." + overload);
+            i.kind = static_cast<op_info::kind_t>(kind);
+            i.writes = std::move(writes);
+            i.return_alias = std::move(return_alias);
+            i.random = random;
+            i.generator_arg = generator_arg;
+            i.first_list_arg = first_list_arg;
+            if (i.return_alias.size() != h->schema().returns().size())
+                throw std::invalid_argument("dtr_torch: return_alias does not match " + i.name);
+            return i;
+        }))
+        .def_readonly("name", &op_info::name);
+
+    py::class_<bridge>(m, "Bridge")
+        .def(py::init<std::size_t, const std::string&, const std::string&, py::object, py::object, py::object>(),
+             py::arg("budget"), py::arg("heuristic"), py::arg("device"), py::arg("wrapper_factory"),
+             py::arg("oom_type"), py::arg("thrash_type"))
+        .def_property_readonly("id", &bridge::id)
+        .def("dispatch", &bridge::dispatch)
+        .def("adopt", [](bridge& b, py::object t) { return b.adopt(THPVariable_Unpack(t.ptr())); })
+        .def("materialize",
+             [](bridge& b, const ref_ptr& ref, py::object w) {
+                 const at::Tensor& t = THPVariable_Unpack(w.ptr());
+                 at::Tensor plain = b.materialize(ref, geometry::of(t));
+                 return py::reinterpret_steal<py::object>(THPVariable_Wrap(plain));
+             })
+        .def("promote", &bridge::promote)
+        .def("set_in_backward", &bridge::set_in_backward)
+        .def("leaf_grads", [](bridge& b) { return b.leaf_grads(false); })
+        .def("leaf_grad_pairs", [](bridge& b) { return b.leaf_grads(true); })
+        .def("drop_adoption_refs", &bridge::drop_adoption_refs)
+        .def("set_budget",
+             [](bridge& b, std::size_t bytes) {
+                 try {
+                     b.rt().set_budget(bytes);
+                 } catch (const dtr::out_of_memory& e) {
+                     throw py::value_error(std::string("set_budget: ") + e.what());
+                 }
+             })
+        .def_property_readonly("budget", [](bridge& b) { return b.rt().budget(); })
+        .def_property_readonly("heuristic", [](bridge& b) { return std::string(b.rt().heuristic_name()); })
+        .def("set_remat_limit", [](bridge& b, double ns) { b.rt().set_remat_limit(ns); })
+        .def("check_invariants", [](bridge& b) { b.rt().check_invariants(); })
+        .def("stats", [](bridge& b) {
+            const dtr::counters& c = b.rt().stats();
+            py::dict d;
+            d["operators_run"] = c.operators_run;
+            d["rematerializations"] = c.rematerializations;
+            d["evictions"] = c.evictions;
+            d["eager_evictions"] = c.eager_evictions;
+            d["banishments"] = c.banishments;
+            d["storages_freed"] = c.storages_freed;
+            d["allocations"] = c.allocations;
+            d["bytes_allocated"] = c.bytes_allocated;
+            d["resident_bytes"] = c.resident_bytes;
+            d["peak_resident_bytes"] = c.peak_resident_bytes;
+            d["heuristic_evaluations"] = c.heuristic_evaluations;
+            d["victim_searches"] = c.victim_searches;
+            d["victim_search_ns"] = c.victim_search_ns;
+            d["compute_cost_ns"] = c.compute_cost;
+            d["remat_cost_ns"] = c.remat_cost;
+            d["storages"] = b.rt().storage_count();
+            d["operator_records"] = b.rt().operator_count();
+            d["budget"] = b.rt().budget();
+            d["promotions"] = b.promotions();
+            d["eager_constants"] = b.eager_constants();
+            d["max_op_bytes"] = b.max_op_bytes();
+            d["calls"] = b.calls();
+            d["adopted_outputs"] = b.rt().table().adopted;
+            d["fresh_blocks"] = b.rt().table().fresh;
+            d["blocks"] = b.rt().table().blocks.size();
+            return d;
+        });
+
+    m.def("allocator_stats", [] {
+        py::dict d;
+        d["current"] = cpu_counter().current();
+        d["peak"] = cpu_counter().peak();
+        d["total"] = cpu_counter().total();
+        return d;
+    });
+    m.def("reset_allocator_peak", [] { cpu_counter().reset_peak(); });
+    m.attr("cuda_compiled") = false;
+}

@@ -1,0 +1,52 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A small MLP and a small CNN: forward, backward and an SGD step with momentum through the
+bridge, bit-identical to plain PyTorch with no budget and under budgets that force
+evictions and recomputations."""
+
+import sys
+
+from _common import torch, dtr_torch, train, assert_identical, peak_of
+
+F = torch.nn.functional
+
+
+def mlp():
+    m = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256),
+                            torch.nn.Tanh(), torch.nn.Linear(256, 10))
+    x = torch.randn(2048, 64)
+    y = torch.randint(0, 10, (2048,))
+    return m, (x,), lambda out: F.cross_entropy(out, y)
+
+
+def cnn():
+    m = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(inplace=True), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(inplace=True),
+        torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(16, 10))
+    x = torch.randn(16, 3, 32, 32)
+    y = torch.randint(0, 10, (16,))
+    return m, (x,), lambda out: F.cross_entropy(out, y)
+
+
+def main():
+    for name, make in (("mlp", mlp), ("cnn", cnn)):
+        ref = train(make, 3)
+        peak, floor = peak_of(make, 3)
+        print(f"{name}: peak {peak}, physical floor {floor} ({floor / peak:.2f})")
+        for ratio in (None, 1.0, 0.85, max(0.5, 1.15 * floor / peak)):
+            rt = dtr_torch.Runtime(budget=None if ratio is None else int(peak * ratio))
+            got = train(make, 3, rt)
+            st = rt.stats()
+            assert_identical(ref, got, f"{name} ratio {ratio}")
+            assert st["peak_resident_bytes"] <= rt.budget
+            print(f"{name} ratio {ratio}: identical; peak {st['peak_resident_bytes']} of {peak}, "
+                  f"evictions {st['evictions']}, remats {st['rematerializations']}, "
+                  f"promotions {st['promotions']}, adopted outputs {st['adopted_outputs']}")
+            if ratio is not None and ratio < 1:
+                assert st["evictions"] > 0 and st["rematerializations"] > 0, st
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,178 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Operator zoo: views, in-place operators, multi-output and tuple-returning operators,
+data-dependent sizes, .item() control flow, printing and .numpy(), random operators
+recomputed after eviction, and clear errors for what the bridge does not support. Every
+value is compared with plain PyTorch bit for bit."""
+
+import sys
+
+from _common import torch, dtr_torch
+
+F = torch.nn.functional
+
+
+def zoo(x, w):
+    """Forward computation touching many kinds of operators; returns (loss, extras)."""
+    h = x @ w                                   # mm
+    a, b = h.chunk(2, dim=1)                    # multi-view
+    c, d, e = h.split([3, 5, h.shape[1] - 8], dim=1)
+    t = h.t().contiguous().view(-1)[:17]        # transpose, copy, view, slicing
+    ex = h[:, :1].expand(-1, 4)                 # expand
+    y = a * b.relu() + c.sum() + d.mean(dim=1, keepdim=True) + e[:, 0:1] + ex[:, :1]
+    z = y.clone()
+    z.add_(1.5)                                 # in-place on a computed tensor
+    z.masked_fill_(x[:, : z.shape[1]] > 0.3, 0.25)
+    z.relu_()
+    vals, idx = z.max(dim=1)                    # multi-output (tuple)
+    top, topi = z.topk(2, dim=1)
+    srt, _ = z.sort(dim=0)
+    nz = torch.nonzero(z > 1.6)                 # data-dependent sizes
+    ms = torch.masked_select(z, z > 1.0)
+    u = torch.unique(idx)
+    drop = F.dropout(z, 0.3, training=True)     # random
+    # .item() in Python control flow
+    s = z.sum()
+    k = 0
+    while s.item() > 0 and k < 5:
+        s = s - z.abs().mean() * 3
+        k += 1
+    loss = (vals.sum() + top.sum() * 0.5 + srt[0].sum() + nz.sum() * 1e-3 + ms.sum() +
+            drop.sum() + t.sum() + s + u.float().sum() + idx.float().sum())
+    return loss, (vals, idx, top, topi, nz, ms, u, drop, srt)
+
+
+def run(rt=None, evict_all=False):
+    torch.manual_seed(0)
+    x = torch.randn(512, 32, requires_grad=True)
+    w = torch.randn(32, 40, requires_grad=True)
+    torch.manual_seed(1)
+    if rt is None:
+        loss, extras = zoo(x, w)
+        loss.backward()
+        return loss.detach(), [t.detach() for t in extras], x.grad, w.grad
+    with rt:
+        loss, extras = zoo(x, w)
+        if evict_all:
+            # every computed tensor goes; reading recomputes (random ops replay their draws)
+            for t in extras:
+                rt.evict(t)
+        loss.backward()
+        out = (dtr_torch.materialize(loss.detach()), [dtr_torch.materialize(t.detach()) for t in extras])
+    return out[0], out[1], x.grad, w.grad
+
+
+def check_same(ref, got, what):
+    assert torch.equal(ref[0], got[0]), f"{what}: loss {ref[0]} vs {got[0]}"
+    for i, (p, q) in enumerate(zip(ref[1], got[1])):
+        assert p.shape == q.shape and torch.equal(p, q), f"{what}: extra {i} differs"
+    assert torch.equal(ref[2], got[2]) and torch.equal(ref[3], got[3]), f"{what}: gradients differ"
+    assert type(got[2]) is torch.Tensor, f"{what}: x.grad not given back as a plain tensor"
+
+
+def test_values():
+    ref = run()
+    check_same(ref, run(dtr_torch.Runtime()), "unlimited")
+    rt = dtr_torch.Runtime()
+    check_same(ref, run(rt, evict_all=True), "evict all")
+    peak = dtr_torch.Runtime()
+    run(peak)
+    p = peak.stats()["peak_resident_bytes"]
+    floor = peak.stats()["max_op_bytes"] + (512 * 32 + 32 * 40) * 4 * 2  # + x, w and their grads
+    print(f"zoo: peak {p}, floor {floor} ({floor / p:.2f})")
+    for ratio in ((1 + floor / p) / 2, 1.1 * floor / p):
+        rt = dtr_torch.Runtime(budget=int(p * ratio))
+        check_same(ref, run(rt), f"ratio {ratio}")
+        st = rt.stats()
+        assert st["peak_resident_bytes"] <= rt.budget
+        print(f"zoo ratio {ratio:.2f}: identical, evictions {st['evictions']}, remats {st['rematerializations']}")
+
+
+def test_random_recompute():
+    """A dropout mask recomputed after eviction equals the first draw, and the generator
+    continues as in plain PyTorch."""
+    torch.manual_seed(3)
+    x = torch.randn(64, 64)
+    plain_mask = F.dropout(torch.ones(64, 64), 0.5)
+    plain_next = torch.rand(3)
+    torch.manual_seed(3)
+    x = torch.randn(64, 64)
+    rt = dtr_torch.Runtime()
+    with rt:
+        m = F.dropout(torch.ones(64, 64), 0.5)
+        assert rt.evict(m), "dropout output should be evictable (its generator state is recorded)"
+        nxt = torch.rand(3)
+        again = dtr_torch.materialize(m)
+        nxt = dtr_torch.materialize(nxt)
+    assert rt.stats()["rematerializations"] >= 1
+    assert torch.equal(again, plain_mask) and torch.equal(nxt, plain_next)
+    del x
+
+
+def test_printing_numpy():
+    rt = dtr_torch.Runtime()
+    with rt:
+        a = torch.arange(6.0).view(2, 3) * 2
+        s = repr(a)
+        n = a.numpy()
+        rt.evict(a)
+        l = a.tolist()
+        v = a[1, 2].item()
+    assert "10." in s and n.shape == (2, 3) and l[1][2] == 10.0 and v == 10.0, (s, n, l, v)
+
+
+def test_views_share_storage():
+    """A write through one view is seen through the others (mutation follows the storage)."""
+    torch.manual_seed(0)
+    base = torch.randn(4, 6)
+    ref = base.clone()
+    v = ref.view(6, 4)[1:3]
+    v.mul_(10)
+    rt = dtr_torch.Runtime()
+    with rt:
+        b = base * 1
+        bv = b.view(6, 4)[1:3]
+        bv.mul_(10)
+        rt.evict(b)
+        got = dtr_torch.materialize(b)
+    assert torch.equal(got, ref)
+    # parameters updated in place inside the context are the same tensors afterwards
+    p = torch.zeros(3)
+    pid = id(p)
+    with dtr_torch.Runtime():
+        p.add_(torch.ones(3))
+        p[1:].mul_(4)
+    assert id(p) == pid and type(p) is torch.Tensor and torch.equal(p, torch.tensor([1.0, 4.0, 4.0])), p
+
+
+def test_unsupported():
+    rt = dtr_torch.Runtime()
+    sp = torch.eye(3).to_sparse()
+    try:
+        with rt:
+            (sp * 2)
+    except RuntimeError as e:
+        assert "unsupported" in str(e) and "Sparse" in str(e), e
+    else:
+        raise AssertionError("a sparse tensor must be refused")
+    try:
+        with dtr_torch.Runtime():
+            x = torch.ones(3, 4) * 2
+            x.t_()
+    except RuntimeError as e:
+        assert "unsupported" in str(e) and "t_" in str(e), e
+    else:
+        raise AssertionError("t_ must be refused")
+
+
+def main():
+    test_values()
+    test_random_recompute()
+    test_printing_numpy()
+    test_views_share_storage()
+    test_unsupported()
+    print("zoo: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
