@@ -93,11 +93,11 @@ struct fault_counters {
 
 //! @brief `Backend` with faults injected into its allocations and executions (see the file
 //! comment). Models dtr::backend whenever Backend does, and forwards the optional members the
-//! runtime detects: memory_info() (dtr::reports_memory) and collect_costs()
-//! (dtr::deferred_costs), plus the statistics and device-access members of the backends of
-//! this library (capacity, used_bytes, peak_bytes, refusals, layout, base, stream, device,
-//! upload, download, synchronize, measurements_in_flight) where Backend has them. Anything
-//! else is reached through upstream().
+//! runtime detects: memory_info() (dtr::reports_memory), collect_costs()
+//! (dtr::deferred_costs) and the region's layout (dtr::reports_layout); also the statistics
+//! and device-access members of this library's backends (capacity, used_bytes, peak_bytes,
+//! refusals, layout, base, stream, device, upload, download, synchronize,
+//! measurements_in_flight) where Backend has them. Anything else: upstream().
 //!
 //! Not thread-safe, like the runtime that owns it. Movable when Backend is.
 template <class Backend>
@@ -212,6 +212,31 @@ public:
             },
             mode);
         return forwarded;
+    }
+
+    //! @brief dtr::reports_layout, forwarded: the wrapped backend's region. (An injected
+    //! refusal may then come while a free block would hold the request; the runtime copes as
+    //! with any refusal the layout does not explain: it evicts in heuristic order and retries.)
+    [[nodiscard]] bool has_layout() const noexcept
+        requires reports_layout<Backend>
+    {
+        return upstream_.has_layout();
+    }
+    [[nodiscard]] std::size_t layout_alignment() const noexcept
+        requires reports_layout<Backend>
+    {
+        return upstream_.layout_alignment();
+    }
+    [[nodiscard]] std::size_t region_offset(const_pointer p) const noexcept
+        requires reports_layout<Backend>
+    {
+        return upstream_.region_offset(p);
+    }
+    template <class Fn>
+    void for_each_block(Fn&& fn) const
+        requires reports_layout<Backend>
+    {
+        upstream_.for_each_block(std::forward<Fn>(fn));
     }
 
     // ---- fault control ----------------------------------------------------------------
@@ -336,9 +361,12 @@ private:
 static_assert(backend<fault_injecting_backend<host_backend>>);
 static_assert(backend<fault_injecting_backend<host_arena_backend>>);
 static_assert(reports_memory<fault_injecting_backend<host_arena_backend>>);
+static_assert(reports_layout<fault_injecting_backend<host_arena_backend>>);
 static_assert(backend<fault_injecting_backend<sim_backend>>);
 static_assert(reports_memory<fault_injecting_backend<sim_backend>>);
+static_assert(reports_layout<fault_injecting_backend<sim_backend>>);
 static_assert(!reports_memory<fault_injecting_backend<host_backend>>);
 static_assert(!deferred_costs<fault_injecting_backend<host_backend>>);
+static_assert(!reports_layout<fault_injecting_backend<host_backend>>);
 
 } // namespace dtr
