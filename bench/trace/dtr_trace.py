@@ -43,17 +43,18 @@ _storage_id = torch._C._storage_id
 _UntypedStorage = torch.UntypedStorage if hasattr(torch, "UntypedStorage") \
     else torch._UntypedStorage  # pragma: no cover (older spelling)
 
-# Operators whose 1.13 schema does not mark an argument it writes to (later
-# PyTorch releases annotate them with "(a!)").  name -> (argument names, name of
-# the bool argument that must be true for the write to happen, or None).
-_UNANNOTATED_WRITES: Dict[str, Tuple[Tuple[str, ...], Optional[str]]] = {
-    "native_batch_norm": (("running_mean", "running_var"), "training"),
-    "cudnn_batch_norm": (("running_mean", "running_var"), "training"),
-    "miopen_batch_norm": (("running_mean", "running_var"), "training"),
-    "batch_norm_gather_stats": (("running_mean", "running_var"), None),
-    "batch_norm_gather_stats_with_counts": (("running_mean", "running_var"), None),
-    "rrelu_with_noise": (("noise",), "training"),
-}
+# Alias and mutation detection from the operator schema is shared with the PyTorch bridge
+# (examples/torch/dtr_torch/schema.py): found installed, or beside this checkout.
+try:
+    from dtr_torch import schema as _schema
+except ImportError:  # pragma: no cover - depends on how the checkout is used
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                    os.pardir, os.pardir, "examples", "torch"))
+    from dtr_torch import schema as _schema
+
+_UNANNOTATED_WRITES = _schema.UNANNOTATED_WRITES
+_bind_schema = _schema.bind_schema
+_tensors_in = _schema.tensors_in
 
 
 def _jdump(d: dict) -> str:
@@ -278,22 +279,9 @@ class _Recorder:
     def dispatch(self, func, args, kwargs):
         self.settle()
         schema = func._schema
-        # flatten tensor arguments in schema order, remembering which are written
-        flat: List[torch.Tensor] = []
-        written: List[int] = []
+        # tensor arguments in schema order, and which of them the call writes
         bound = _bind_schema(schema, args, kwargs)
-        extra = _UNANNOTATED_WRITES.get(func.overloadpacket.__name__)
-        for a in schema.arguments:
-            v = bound.get(a.name)
-            ts = _tensors_in(v)
-            w = a.alias_info is not None and a.alias_info.is_write
-            if extra is not None and a.name in extra[0]:
-                cond = extra[1]
-                w = w or cond is None or bool(bound.get(cond, False))
-            for t in ts:
-                if w:
-                    written.append(len(flat))
-                flat.append(t)
+        flat, written = _schema.written_flat_indices(schema, bound)
         names = [self._name_of(t) for t in flat]
 
         t0 = time.perf_counter_ns()
@@ -427,44 +415,9 @@ class _Recorder:
         self._orphans.clear()
 
 
-def _bind_schema(schema, args, kwargs) -> Dict[str, object]:
-    """Map schema argument names to the values actually passed."""
-    bound: Dict[str, object] = {}
-    pos = [a for a in schema.arguments if not a.kwarg_only]
-    for a, v in zip(pos, args):
-        bound[a.name] = v
-    for k, v in (kwargs or {}).items():
-        bound[k] = v
-    return bound
-
-
-def _tensors_in(v) -> List[torch.Tensor]:
-    if isinstance(v, torch.Tensor):
-        return [v]
-    if isinstance(v, (list, tuple)):
-        out: List[torch.Tensor] = []
-        for x in v:
-            out.extend(_tensors_in(x))
-        return out
-    return []
-
-
 def _alias_source(schema, bound, flat, r, sid, arg_sid_index) -> int:
     """Index in ARGS of the argument a view output ``r`` aliases."""
-    # prefer an argument whose schema alias set a return shares, e.g. Tensor(a) -> Tensor(a)
-    ret_sets = set()
-    for ret in schema.returns:
-        if ret.alias_info is not None:
-            ret_sets |= set(ret.alias_info.after_set) | set(ret.alias_info.before_set)
-    i = 0
-    for a in schema.arguments:
-        ts = _tensors_in(bound.get(a.name))
-        for t in ts:
-            if a.alias_info is not None and ret_sets & set(a.alias_info.before_set) \
-                    and _storage_id(t) == sid:
-                return i
-            i += 1
-    return arg_sid_index[sid]
+    return _schema.alias_source(schema, bound, flat, r, sid, arg_sid_index, _storage_id)
 
 
 class _Mode(TorchDispatchMode):

@@ -390,7 +390,7 @@ struct recipe {
     std::vector<geometry> out_geom;
     std::vector<std::uint8_t> out_defined;
     bool ran = false;
-    std::size_t io_bytes = 0; //!< inputs + outputs of the first run (physical floor)
+    std::size_t io_bytes = 0; //!< bytes of the outputs of the first run (physical floor)
 
     void run(context_t& ctx);
 };
@@ -540,8 +540,9 @@ void recipe::run(context_t& ctx) {
     if (k != n_outputs)
         unsupported(op->schema().name() + " returned " + std::to_string(k) + " tensors, expected " +
                     std::to_string(n_outputs));
+    (void)in_bytes;
     if (!ran) {
-        io_bytes = in_bytes + out_bytes;
+        io_bytes = out_bytes;
         if (generator) {
             rng_state = saved_state;
             restore_rng.keep = true; // the first run advances the generator, as in plain PyTorch
@@ -752,6 +753,7 @@ public:
     std::size_t promotions() const { return promotions_; }
     std::size_t eager_constants() const { return eager_constants_; }
     std::size_t max_op_bytes() const { return max_op_bytes_; }
+    const std::string& max_op_name() const { return max_op_name_; }
     std::size_t calls() const { return calls_; }
 
     [[noreturn]] void raise(const py::object& type, const std::string& msg) {
@@ -781,6 +783,7 @@ private:
     std::size_t eager_constants_ = 0;
     bool in_backward_ = false; //!< autograd runs with grad mode off, but computes activations
     std::size_t max_op_bytes_ = 0;
+    std::string max_op_name_;
     std::size_t calls_ = 0;
 };
 
@@ -1115,7 +1118,17 @@ py::object bridge::dispatch(const op_info& info, py::tuple args, py::dict kwargs
         raise(thrash_type_, info.name + ": " + e.what());
     }
     ++calls_;
-    max_op_bytes_ = std::max(max_op_bytes_, r->io_bytes);
+    {
+        // The physical floor's "largest operator": its computed inputs and its outputs
+        // (constants are counted once, as parameters and optimizer state).
+        std::size_t io = r->io_bytes;
+        for (std::size_t i = 0; i < inputs.size(); ++i)
+            if (rt_->is_rematerializable(inputs[i]->handle) || mutated[i]) io += inputs[i]->nbytes();
+        if (io > max_op_bytes_) {
+            max_op_bytes_ = io;
+            max_op_name_ = info.name;
+        }
+    }
     in_handles.clear();
     for (std::size_t i = 0; i < inputs.size(); ++i)
         if (mutated[i]) follow_mutation(inputs[i]);
@@ -1251,6 +1264,7 @@ PYBIND11_MODULE(_dtr_torch, m) {
             d["promotions"] = b.promotions();
             d["eager_constants"] = b.eager_constants();
             d["max_op_bytes"] = b.max_op_bytes();
+            d["max_op"] = b.max_op_name();
             d["calls"] = b.calls();
             d["adopted_outputs"] = b.rt().table().adopted;
             d["fresh_blocks"] = b.rt().table().fresh;

@@ -11,11 +11,12 @@ their memory. See docs/torch.md.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 from typing import Dict, Optional
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode, _pop_mode, _push_mode
 
 from . import schema as _schema
 
@@ -88,16 +89,37 @@ class DTRTensor(torch.Tensor):
         return self._dtr_rt._bridge.materialize(self._dtr_ref, self)
 
     def __repr__(self, *, tensor_contents=None):  # noqa: D105
-        return "DTRTensor(" + repr(self.materialize()) + ")"
+        with _outside():
+            return "DTRTensor(" + repr(self.materialize()) + ")"
+
+    def __format__(self, spec):  # noqa: D105
+        if self.dim() == 0:
+            return self.item().__format__(spec)
+        return repr(self) if not spec else object.__format__(self, spec)
 
     def numpy(self, *args, **kwargs):  # noqa: D102
-        return self.materialize().numpy(*args, **kwargs)
+        with _outside():
+            return self.materialize().numpy(*args, **kwargs)
 
     def tolist(self):  # noqa: D102
-        return self.materialize().tolist()
+        with _outside():
+            return self.materialize().tolist()
 
     def __reduce_ex__(self, proto):
         return self.materialize().__reduce_ex__(proto)
+
+
+@contextlib.contextmanager
+def _outside():
+    """Plain PyTorch for a moment (printing a materialized copy inside the context)."""
+    modes = []
+    while _get_current_dispatch_mode() is not None and isinstance(_get_current_dispatch_mode(), _Mode):
+        modes.append(_pop_mode())
+    try:
+        yield
+    finally:
+        for m in reversed(modes):
+            _push_mode(m)
 
 
 def materialize(t):

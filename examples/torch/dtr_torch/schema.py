@@ -26,6 +26,10 @@ UNANNOTATED_WRITES: Dict[str, Tuple[Tuple[str, ...], Optional[str]]] = {
     "rrelu_with_noise": (("noise",), "training"),
 }
 
+# Operators whose 1.13 schema declares a fresh result although the result is a view of an
+# argument (``_unsafe_view`` is what reshape/matmul use on temporaries).
+UNANNOTATED_VIEWS = frozenset({"_unsafe_view"})
+
 # Random operators whose 1.13 schema has no Generator argument and no
 # nondeterministic_seeded tag.
 _RANDOM_BY_NAME = frozenset({"native_dropout", "_fused_dropout", "rrelu_with_noise", "rrelu"})
@@ -163,7 +167,7 @@ def classify(func) -> OpKind:
     name = schema.name.split("::")[-1]
     if torch.Tag.inplace_view in tags:
         kind = DETACH_INPLACE if name == "detach_" else INPLACE_VIEW
-    elif rets and any(ai >= 0 and not w for ai, w in rets):
+    elif (rets and any(ai >= 0 and not w for ai, w in rets)) or name in UNANNOTATED_VIEWS:
         kind = VIEW
     else:
         kind = COMPUTE
@@ -182,6 +186,6 @@ def describe(func) -> str:
             f"random {k.random}")
 
 
-__all__ = ["UNANNOTATED_WRITES", "bind_schema", "tensors_in", "written_arguments",
+__all__ = ["UNANNOTATED_WRITES", "UNANNOTATED_VIEWS", "bind_schema", "tensors_in", "written_arguments",
            "written_flat_indices", "return_alias_arguments", "alias_source", "is_random",
            "classify", "describe", "OpKind", "COMPUTE", "VIEW", "DETACH_INPLACE", "INPLACE_VIEW"]

@@ -92,3 +92,27 @@ def peak_of(make, steps, opt="sgd"):
     state = sum(nbytes(v) for s in o.state.values() for v in s.values() if isinstance(v, torch.Tensor))
     params = sum(nbytes(p) for p in model.parameters())
     return st["peak_resident_bytes"], params + state + st["max_op_bytes"]
+
+
+def check_model(name, make, steps=2, opt="sgd", floor_multiples=(2.8, 2.2), heuristic="dtr_eqclass"):
+    """Train `make` in plain PyTorch, then through the bridge at ratio 1.0 and at budgets of
+    the given multiples of the physical floor; every run must be bit-identical, stay under its
+    budget, and (below the peak) evict and recompute."""
+    import time
+    t0 = time.time()
+    ref = train(make, steps, opt=opt)
+    peak, floor = peak_of(make, steps, opt)
+    budgets = [("1.0", peak)] + [(f"{m}f", int(m * floor)) for m in floor_multiples]
+    print(f"{name} ({opt}): peak {peak}, physical floor {floor} = {floor / peak:.2f} of the peak")
+    for label, budget in budgets:
+        assert budget <= peak, f"{name}: {label} = {budget} is above the peak {peak}: activations do not dominate"
+        rt = dtr_torch.Runtime(budget=budget, heuristic=heuristic)
+        got = train(make, steps, rt, opt=opt)
+        st = rt.stats()
+        assert_identical(ref, got, f"{name} at {label}")
+        assert st["peak_resident_bytes"] <= budget, st
+        if label != "1.0":
+            assert st["evictions"] > 0 and st["rematerializations"] > 0, (label, st)
+        print(f"  {label} (ratio {budget / peak:.2f}): bit-identical, runtime peak {st['peak_resident_bytes']}, "
+              f"evictions {st['evictions']}, remats {st['rematerializations']}", flush=True)
+    print(f"  {name}: {time.time() - t0:.1f} s")

@@ -1,0 +1,97 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Two processes (torch.distributed, gloo, 127.0.0.1) train one model data-parallel, each
+with its own runtime under its own budget; gradients are all-reduced after backward. The
+result is bit-identical to the same two-process run without the bridge."""
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+
+from _common import torch, dtr_torch  # noqa: F401 (skips without torch or the extension)
+
+STEPS = 3
+
+
+def worker(mode, rank, port, out):
+    import torch.distributed as dist
+    from dtr_torch import models
+    from dtr_torch.distributed import all_reduce_grads
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    torch.manual_seed(0)
+    model, _, _ = models.make_resnet(batch=4, size=16, width=8, blocks=2)
+    torch.manual_seed(100 + rank)  # each rank its own shard
+    x = torch.randn(4, 3, 16, 16)
+    y = torch.randint(0, 10, (4,))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    F = torch.nn.functional
+
+    def steps():
+        for _ in range(STEPS):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            all_reduce_grads(model.parameters())
+            opt.step()
+
+    if mode == "plain":
+        steps()
+    else:
+        peak = int(os.environ["DTR_PEAK"]) if "DTR_PEAK" in os.environ else None
+        rt = dtr_torch.Runtime(budget=None if peak is None else int(peak * (0.5 + 0.1 * rank)))
+        with rt:
+            steps()
+        st = rt.stats()
+        print(f"rank {rank}: budget {rt.budget}, peak {st['peak_resident_bytes']}, evictions {st['evictions']}, "
+              f"remats {st['rematerializations']}", flush=True)
+        if peak is not None:
+            assert st["evictions"] > 0, st
+    torch.save([p.detach().clone() for p in model.parameters()], out)
+    dist.destroy_process_group()
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_pair(mode, tmp, env=None):
+    port = free_port()
+    outs = [os.path.join(tmp, f"{mode}{r}.pt") for r in range(2)]
+    procs = [subprocess.Popen([sys.executable, __file__, "--worker", mode, str(r), str(port), outs[r]],
+                              env={**os.environ, **(env or {})}) for r in range(2)]
+    for p in procs:
+        assert p.wait(timeout=240) == 0, f"{mode} worker failed"
+    return [torch.load(o) for o in outs]
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        plain = run_pair("plain", tmp)
+        unlimited = run_pair("dtr", tmp)
+        # the peak of one rank's unlimited run, measured in-process, sets the budgets
+        rt = dtr_torch.Runtime()
+        from dtr_torch import models
+        torch.manual_seed(0)
+        model, (x,), loss_fn = models.make_resnet(batch=4, size=16, width=8, blocks=2)
+        with rt:
+            loss_fn(model(x)).backward()
+        budgeted = run_pair("dtr", tmp, {"DTR_PEAK": str(rt.stats()["peak_resident_bytes"])})
+    for run, what in ((unlimited, "no budget"), (budgeted, "budgets 0.5 and 0.6")):
+        for r in range(2):
+            for a, b in zip(plain[r], run[r]):
+                assert torch.equal(a, b), f"rank {r} ({what}) differs from the plain two-process run"
+        for a, b in zip(run[0], run[1]):
+            assert torch.equal(a, b), "the two ranks diverged"
+    print("two processes (gloo): bit-identical to the plain two-process run, with and without budgets")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
