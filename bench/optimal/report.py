@@ -49,7 +49,8 @@ def cell(r):
 
 def recompute_detail(graph_file, row, names):
     """Recomputed nodes (cost, size) of the given strategies' schedules at one budget."""
-    with open(graph_file) as fh:
+    # The committed results name the graph as "$DTR_SHARED/checkmate-graphs/...".
+    with open(os.path.expandvars(graph_file)) as fh:
         nodes = {n["id"]: n for n in json.load(fh)["nodes"]}
     out = []
     for name in names:

@@ -4,7 +4,7 @@
 
 usage: bench/replay/beat_it_table.py REFERENCE.json RESULTS.json... [--ratio R]... [--show HEURISTIC]...
 
-REFERENCE.json: /work/shared/reference/simrd-paper-logs.json (simrd's six heuristics).
+REFERENCE.json: $DTR_SHARED/reference/simrd-paper-logs.json (simrd's six heuristics).
 RESULTS.json: dtr-replay --json output. Prints one markdown table per ratio: the reference's
 best (lowest feasible slowdown), ours, their ratio, and the status of our best (ok; or, when
 no policy of ours finished, the statuses seen: thrash, oom). --show adds a column with one

@@ -2,10 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 # Reproduces every table of docs/results.md that comes from dtr-replay (run from the
 # repository root after `ninja -C build`). One job at a time: the timings are single-core.
-#   LOGS: the published DTR logs (default ../shared/dtr-logs).
+#   DTR_SHARED: the shared data (default ../shared); LOGS: the published DTR logs (default
+#   $DTR_SHARED/dtr-logs); REF: the published simulator's figures.
 set -eu
-LOGS=${LOGS:-../shared/dtr-logs}
-REF=${REF:-../shared/reference/simrd-paper-logs.json}
+DTR_SHARED=${DTR_SHARED:-../shared}
+LOGS=${LOGS:-$DTR_SHARED/dtr-logs}
+REF=${REF:-$DTR_SHARED/reference/simrd-paper-logs.json}
 OUT=bench/replay/results
 BIN=build/bench/replay/dtr-replay
 mkdir -p "$OUT"
@@ -18,12 +20,14 @@ python3 bench/replay/compare.py $OUT/paper-logs.json "$REF" --markdown $OUT/pape
 # 2. Speed: the 72-replay sweep of dtr_eqclass and of dtr, one job, three times each
 #    (wall time as the program reports it, CPU time from /usr/bin/time).
 : > $OUT/speed.txt
+speed_tmp=$(mktemp)
+trap 'rm -f "$speed_tmp"' EXIT
 for h in dtr_eqclass dtr; do
   for i in 1 2 3; do
     echo "uptime: $(uptime)" >> $OUT/speed.txt
     /usr/bin/time -f "cpu $h $i: %U s user %S s sys" -a -o $OUT/speed.txt \
-      $BIN --heuristic $h --jobs 1 $LOGS/*.log > /tmp/dtr-replay-speed.txt
-    echo "run $h $i: $(tail -1 /tmp/dtr-replay-speed.txt)" >> $OUT/speed.txt
+      $BIN --heuristic $h --jobs 1 $LOGS/*.log > "$speed_tmp"
+    echo "run $h $i: $(tail -1 "$speed_tmp")" >> $OUT/speed.txt
   done
 done
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The replay driver: log semantics on small hand-written logs, and the published
-// simulator's figures on the real logs (when ../shared is present).
+// simulator's figures on the real logs (when $DTR_SHARED names the shared data).
 #include <dtr/heuristic/dtr_local.hpp>
 #include <dtr/heuristic/lru.hpp>
 #include <dtr_tools/replay/replay.hpp>
