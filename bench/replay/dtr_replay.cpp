@@ -13,6 +13,15 @@
 // same seed, so results do not depend on --jobs. --why prints, after the table, the
 // out_of_memory message of every oom cell (what was asked, resident, pinned); --json always
 // carries it as "error".
+//
+// --arena replays on a simulated region of exactly the budget, laid out by dtr::arena with
+// 256-byte alignment (sim_backend::with_arena), as device memory would be, instead of the
+// endless address space: allocations can then be refused for want of a contiguous block.
+// --fragmentation window|one_by_one (default window) chooses what the runtime evicts then:
+// the cheapest window of adjacent blocks, or victims in heuristic order until a block
+// appears (the behaviour before fragmentation-aware eviction); --placement
+// best_fit|constants_high where the region puts constants. The JSON then also carries the
+// refusals, the allocations refused at first, the window evictions and the region's peak.
 #include "heuristic_registry.hpp"
 
 #include <dtr_tools/replay/replay.hpp>
@@ -49,6 +58,7 @@ struct baseline {
     std::fprintf(stderr,
                  "usage: dtr-replay [--heuristic NAME]... [--ratio R]... [--dealloc eager|banish]\n"
                  "                  [--search S] [--thrash-limit X] [--seed N] [--jobs N] [--json FILE] [--why] LOG...\n"
+                 "                  [--arena] [--fragmentation window|one_by_one] [--placement best_fit|constants_high]\n"
                  "heuristics: %s\nsearch strategies: %s\n",
                  dtr_bench::heuristic_names().c_str(), dtr_bench::search_names().c_str());
     std::exit(2);
@@ -75,6 +85,10 @@ int main(int argc, char** argv) {
     unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
     std::optional<std::uint64_t> seed;
     bool why = false;
+    // Arena replays (--arena): the region's alignment, and what to evict on a refusal.
+    std::size_t arena_alignment = 0;
+    dtr::fragmentation_policy fragmentation = dtr::fragmentation_policy::window;
+    dtr::placement_policy placement = dtr::placement_policy::best_fit;
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
         auto value = [&]() -> std::string {
@@ -90,7 +104,18 @@ int main(int argc, char** argv) {
             else if (arg == "--thrash-limit") thrash_limit = std::stod(value());
             else if (arg == "--seed") seed = std::stoull(value(), nullptr, 0);
             else if (arg == "--jobs") jobs = static_cast<unsigned>(std::stoul(value()));
-            else if (arg == "--dealloc") {
+            else if (arg == "--arena") arena_alignment = dtr::arena::default_alignment;
+            else if (arg == "--fragmentation") {
+                const std::string f = value();
+                if (f == "window") fragmentation = dtr::fragmentation_policy::window;
+                else if (f == "one_by_one") fragmentation = dtr::fragmentation_policy::one_by_one;
+                else usage("--fragmentation takes window or one_by_one, not " + f);
+            } else if (arg == "--placement") {
+                const std::string p = value();
+                if (p == "best_fit") placement = dtr::placement_policy::best_fit;
+                else if (p == "constants_high") placement = dtr::placement_policy::constants_high;
+                else usage("--placement takes best_fit or constants_high, not " + p);
+            } else if (arg == "--dealloc") {
                 const std::string d = value();
                 if (d == "eager") dealloc = dtr::dealloc_policy::eager_evict;
                 else if (d == "banish") dealloc = dtr::dealloc_policy::banish;
@@ -155,6 +180,9 @@ int main(int argc, char** argv) {
             options.dealloc = dealloc;
             options.thrash_limit = thrash_limit;
             options.baseline_compute = b.compute;
+            options.arena_alignment = arena_alignment;
+            options.fragmentation = fragmentation;
+            options.placement = placement;
             t.result = dtr_bench::replay_with(t.heuristic, search, traces[t.log], options, seed);
         }
     };
@@ -217,6 +245,16 @@ int main(int argc, char** argv) {
                 << ", \"heuristic_evals\": " << r.stats.heuristic_evaluations
                 << ", \"metadata_accesses\": " << r.stats.metadata_accesses
                 << ", \"search_ns\": " << r.stats.victim_search_ns << ", \"wall_ms\": " << r.wall_ms;
+            if (arena_alignment != 0)
+                out << ", \"arena_alignment\": " << arena_alignment << ", \"fragmentation\": \""
+                    << (fragmentation == dtr::fragmentation_policy::window ? "window" : "one_by_one")
+                    << "\", \"placement\": \""
+                    << (placement == dtr::placement_policy::best_fit ? "best_fit" : "constants_high")
+                    << "\", \"backend_refusals\": " << r.backend_refusals
+                    << ", \"fragmented_allocations\": " << r.stats.fragmented_allocations
+                    << ", \"window_evictions\": " << r.stats.window_evictions
+                    << ", \"allocation_retries\": " << r.stats.allocation_retries
+                    << ", \"region_peak_bytes\": " << r.region_peak;
             if (!r.error.empty()) out << ", \"error\": \"" << json_escape(r.error) << "\"";
             out << "}"
                 << (i + 1 < tasks.size() ? "," : "") << "\n";

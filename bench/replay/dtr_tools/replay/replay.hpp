@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,15 @@ struct replay_options {
     //! The simulator's restore order by default, so that replays make its choices; the
     //! runtime's own default (evicted_first) pins less and reaches lower budgets.
     restore_order restore = restore_order::simulator;
+    //! 0: the sim backend's endless address space (no fragmentation; the simulator's model).
+    //! Otherwise a simulated region of exactly `budget` bytes laid out by dtr::arena with this
+    //! alignment (sim_backend::with_arena), as device memory would be: allocations can then be
+    //! refused for want of a contiguous block.
+    std::size_t arena_alignment = 0;
+    //! What the runtime evicts on such a refusal (arena replays only).
+    fragmentation_policy fragmentation = fragmentation_policy::window;
+    //! Where the region places blocks (arena replays only).
+    placement_policy placement = placement_policy::best_fit;
 };
 
 //! @brief What one replay measured.
@@ -83,6 +93,8 @@ struct replay_result {
     cost_t forward_compute = 0;//!< first executions before ANNOTATE BACKWARD
     std::size_t peak_resident = 0;
     counters stats{};
+    std::uint64_t backend_refusals = 0; //!< allocate() calls the backend answered with "no block"
+    std::size_t region_peak = 0;        //!< arena replays: most bytes of the region in live blocks
     double wall_ms = 0;
     std::string error;         //!< the out_of_memory message, for oom
     //! @brief Total compute over `baseline` (the published "slowdown").
@@ -136,10 +148,15 @@ replay_result run_replay(const trace& t, const replay_options& options, Heuristi
                                .dealloc = options.dealloc,
                                .mutation = mutation_scope::tensor,
                                .constant_updates = options.constant_updates,
-                               .restore = options.restore};
+                               .restore = options.restore,
+                               .fragmentation = options.fragmentation,
+                               .placement = options.placement};
     // Thrashing is caught inside a rematerialization too: a deep one can cost without bound.
     if (thrash_at > 0) rt_options.remat_limit = thrash_at - options.baseline_compute;
-    runtime_type rt(rt_options, sim_backend{}, std::move(heuristic));
+    runtime_type rt(rt_options,
+                    options.arena_alignment == 0 ? sim_backend{}
+                                                 : sim_backend::with_arena(options.budget, options.arena_alignment),
+                    std::move(heuristic));
     // Each name holds one handle. The simulator's COPY shares one tensor between names and
     // counts references on it; `value_of` and `refs` keep that identity for the outputs.
     std::vector<tensor> handle(t.names.size());
@@ -252,6 +269,8 @@ replay_result run_replay(const trace& t, const replay_options& options, Heuristi
     result.remat = rt.stats().remat_cost;
     result.peak_resident = rt.stats().peak_resident_bytes;
     result.stats = rt.stats();
+    result.backend_refusals = rt.backend().refusals();
+    if (const std::optional<memory_report> m = rt.backend().memory_info()) result.region_peak = m->peak_used;
     args.clear();
     handle.clear();
     constants.clear();
