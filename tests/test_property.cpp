@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // Property test against a reference: random programs run once without a budget, then under
-// random budgets with every heuristic and both release policies. Every value read must be
-// bit-identical to the reference run, resident bytes must never exceed the budget, and
-// nothing may leak.
+// random budgets with every heuristic and both release policies, most runs with faults
+// injected into the backend (dtr::fault_injecting_backend: refused allocations, operators
+// throwing before or after their body). Every value read, also through pin guards kept
+// across later calls and mutations, must be bit-identical to the reference run, resident
+// bytes must never exceed the budget, and nothing may leak.
 //
 // Environment: DTR_PROPERTY_SEED (default: random, printed), DTR_PROPERTY_PROGRAMS
 // (default: the build's property_programs option), DTR_PROPERTY_ONLY=i (replay one program).
 #include "support/property_harness.hpp"
 
+#include <dtr/backend/fault_injecting.hpp>
 #include <dtr/heuristic/dtr_local.hpp>
 #include <dtr/heuristic/largest.hpp>
 #include <dtr/heuristic/lru.hpp>
@@ -29,25 +32,29 @@ namespace {
 using totals = dtr_test::run_totals;
 
 template <class Heuristic>
-dtr_test::program_trace run_one(std::uint64_t seed, std::size_t steps, dtr::runtime_options options) {
-    dtr::runtime<dtr::host_backend, Heuristic> rt(options);
+dtr_test::program_trace run_one(std::uint64_t seed, std::size_t steps, dtr::runtime_options options,
+                                dtr::fault_options faults = {}) {
+    using backend = dtr::fault_injecting_backend<dtr::host_backend>;
+    dtr::runtime<backend, Heuristic> rt(options, backend(faults));
     return dtr_test::program_runner<decltype(rt)>(rt, seed, steps).run();
 }
 
 template <class Heuristic>
 void check_against(const dtr_test::program_trace& reference, std::uint64_t seed, std::size_t steps,
                    dtr::mutation_scope scope, dtr::dealloc_policy dealloc, std::mt19937_64& budget_rng,
-                   totals& sum, const std::string& replay) {
+                   std::mt19937_64& fault_rng, totals& sum, const std::string& replay) {
     const std::size_t budget = dtr_test::draw_budget(reference, budget_rng);
+    const dtr::fault_options faults = dtr_test::draw_faults(fault_rng);
     const char* policy = dealloc == dtr::dealloc_policy::eager_evict ? "eager_evict" : "banish";
     INFO(replay, " heuristic=", std::string(Heuristic::name), " dealloc=", std::string(policy), " budget=", budget,
-         " (reference peak ", reference.peak_resident, ", floor ", reference.floor, ")");
+         " (reference peak ", reference.peak_resident, ", floor ", reference.floor, ") ", dtr_test::describe(faults));
     dtr_test::program_trace t;
     try {
         // Whether parameter updates stay recomputable changes memory, never values.
         const auto updates = budget_rng() % 2 ? dtr::constant_update::constant : dtr::constant_update::rematerializable;
         t = run_one<Heuristic>(seed, steps,
-                               {.budget = budget, .dealloc = dealloc, .mutation = scope, .constant_updates = updates});
+                               {.budget = budget, .dealloc = dealloc, .mutation = scope, .constant_updates = updates},
+                               faults);
     } catch (const std::exception& e) {
         FAIL("program failed: ", std::string(e.what()));
         return;
@@ -75,11 +82,14 @@ TEST_CASE("random programs under budgets read exactly what the unbudgeted run re
             return;
         }
         REQUIRE(reference.ooms == 0);
-        std::mt19937_64 budget_rng(program_seed);
+        std::mt19937_64 budget_rng(program_seed), fault_rng(dtr_test::splitmix(program_seed));
         for (auto dealloc : {dtr::dealloc_policy::eager_evict, dtr::dealloc_policy::banish}) {
-            check_against<dtr::heuristics::dtr_local>(reference, program_seed, steps, scope, dealloc, budget_rng, sum, replay);
-            check_against<dtr::heuristics::lru>(reference, program_seed, steps, scope, dealloc, budget_rng, sum, replay);
-            check_against<dtr::heuristics::largest>(reference, program_seed, steps, scope, dealloc, budget_rng, sum, replay);
+            check_against<dtr::heuristics::dtr_local>(reference, program_seed, steps, scope, dealloc, budget_rng,
+                                                      fault_rng, sum, replay);
+            check_against<dtr::heuristics::lru>(reference, program_seed, steps, scope, dealloc, budget_rng, fault_rng,
+                                                sum, replay);
+            check_against<dtr::heuristics::largest>(reference, program_seed, steps, scope, dealloc, budget_rng,
+                                                    fault_rng, sum, replay);
         }
         ++ran;
     });
@@ -89,6 +99,8 @@ TEST_CASE("random programs under budgets read exactly what the unbudgeted run re
                 static_cast<unsigned long long>(sum.reads), static_cast<unsigned long long>(sum.evictions),
                 static_cast<unsigned long long>(sum.remats), static_cast<unsigned long long>(sum.banishments),
                 static_cast<unsigned long long>(sum.ooms));
+    sum.print_faults("property test");
     CHECK(sum.evictions > 0);
     CHECK(sum.remats > 0);
+    if (!programs.single() && programs.count() >= 50) sum.check_events();
 }

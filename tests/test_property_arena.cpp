@@ -15,10 +15,16 @@
 // outputs, rounded and fragmented, do not fit), the run is repeated with a 25% larger
 // region; such escalations are counted and bounded.
 //
+// Most runs also inject faults (dtr::fault_injecting_backend around the region): refused
+// allocations on top of the region's own refusals, operators throwing before or after their
+// body. Steps that fail are retried (see support/random_program.hpp), and the programs keep
+// pin guards across later steps and mutations, as in the property test.
+//
 // Environment: DTR_PROPERTY_SEED (default: random, printed), DTR_PROPERTY_PROGRAMS (default:
 // the build's property_programs option), DTR_PROPERTY_ONLY=i (replay one program).
 #include "support/property_harness.hpp"
 
+#include <dtr/backend/fault_injecting.hpp>
 #include <dtr/backend/host_arena.hpp>
 #include <dtr/heuristic/dtr_local.hpp>
 #include <dtr/heuristic/largest.hpp>
@@ -81,12 +87,15 @@ struct run_result {
     std::size_t peak_physical = 0;
 };
 
+using faulty_arena = dtr::fault_injecting_backend<sampled_arena_backend>;
+
 template <class Heuristic>
-run_result run_arena(std::uint64_t seed, std::size_t steps, dtr::runtime_options options, std::size_t capacity) {
-    dtr::runtime<sampled_arena_backend, Heuristic> rt(options, sampled_arena_backend(capacity));
+run_result run_arena(std::uint64_t seed, std::size_t steps, dtr::runtime_options options, std::size_t capacity,
+                     dtr::fault_options faults = {}) {
+    dtr::runtime<faulty_arena, Heuristic> rt(options, faulty_arena(faults, sampled_arena_backend(capacity)));
     run_result r;
     r.trace = dtr_test::program_runner<decltype(rt)>(rt, seed, steps).run();
-    r.figures = rt.backend().stats();
+    r.figures = rt.backend().upstream().stats();
     r.retries = rt.stats().allocation_retries;
     r.peak_physical = rt.backend().peak_bytes();
     rt.backend().layout().check_invariants();
@@ -98,6 +107,7 @@ struct totals {
     std::uint64_t samples = 0, reads = 0, evictions = 0, remats = 0;
     double fragmentation_sum = 0, fragmentation_max = 0, run_mean_max = 0;
     double physical_over_requested_max = 0;
+    dtr_test::run_totals events; //!< guards and faults
 };
 
 //! The reference's requested figures scaled to the region's: `physical_peak` is what the
@@ -105,26 +115,30 @@ struct totals {
 template <class Heuristic>
 void check_against(const dtr_test::program_trace& reference, std::size_t physical_peak, std::uint64_t seed,
                    std::size_t steps, dtr::mutation_scope scope, dtr::dealloc_policy dealloc,
-                   std::mt19937_64& budget_rng, totals& sum, const std::string& replay) {
+                   std::mt19937_64& budget_rng, std::mt19937_64& fault_rng, totals& sum, const std::string& replay) {
     const double scale = reference.peak_resident == 0
                              ? 1.0
                              : static_cast<double>(physical_peak) / static_cast<double>(reference.peak_resident);
     const std::size_t hi = physical_peak;
     const std::size_t lo = std::min(static_cast<std::size_t>(static_cast<double>(reference.floor) * scale), hi);
     std::size_t budget = dtr_test::draw_budget(lo, hi, budget_rng);
+    const dtr::fault_options faults = dtr_test::draw_faults(fault_rng);
     const char* policy = dealloc == dtr::dealloc_policy::eager_evict ? "eager_evict" : "banish";
     for (int attempt = 0;; ++attempt) {
         INFO(replay, " heuristic=", std::string(Heuristic::name), " dealloc=", std::string(policy),
              " region=budget=", budget, " (physical reference peak ", hi, ", scaled floor ", lo, ", attempt ",
-             attempt, ")");
+             attempt, ") ", dtr_test::describe(faults));
         try {
             const run_result r = run_arena<Heuristic>(seed, steps, {.budget = budget, .dealloc = dealloc, .mutation = scope},
-                                                      budget);
+                                                      budget, faults);
             CHECK(r.trace.sizes == reference.sizes);
             CHECK(r.trace.reads == reference.reads);
+            CHECK(r.trace.guard_mutations == reference.guard_mutations);
+            CHECK(r.trace.write_guard_rejections == reference.write_guard_rejections);
             CHECK(r.peak_physical <= budget);
-            if (r.trace.ooms == 0) CHECK(r.trace.peak_resident <= budget);
+            if (r.trace.budget_lifts == 0) CHECK(r.trace.peak_resident <= budget);
             ++sum.runs;
+            sum.events.add(r.trace);
             sum.retries += r.retries;
             sum.refusals += r.figures.refusals;
             sum.fragmentation_refusals += r.figures.fragmentation_refusals;
@@ -188,14 +202,14 @@ TEST_CASE("random programs on a fragmenting region read exactly what the unbudge
             }
         }
         CHECK(ample.trace.reads == reference.reads);
-        std::mt19937_64 budget_rng(program_seed);
+        std::mt19937_64 budget_rng(program_seed), fault_rng(dtr_test::splitmix(program_seed));
         for (auto dealloc : {dtr::dealloc_policy::eager_evict, dtr::dealloc_policy::banish}) {
             check_against<dtr::heuristics::dtr_local>(reference, ample.peak_physical, program_seed, steps, scope,
-                                                      dealloc, budget_rng, sum, replay);
+                                                      dealloc, budget_rng, fault_rng, sum, replay);
             check_against<dtr::heuristics::lru>(reference, ample.peak_physical, program_seed, steps, scope, dealloc,
-                                                budget_rng, sum, replay);
+                                                budget_rng, fault_rng, sum, replay);
             check_against<dtr::heuristics::largest>(reference, ample.peak_physical, program_seed, steps, scope,
-                                                    dealloc, budget_rng, sum, replay);
+                                                    dealloc, budget_rng, fault_rng, sum, replay);
         }
         ++ran;
     });
@@ -211,6 +225,8 @@ TEST_CASE("random programs on a fragmenting region read exactly what the unbudge
                 mean, sum.run_mean_max, sum.fragmentation_max, static_cast<unsigned long long>(sum.samples),
                 static_cast<unsigned long long>(sum.refusals), static_cast<unsigned long long>(sum.fragmentation_refusals),
                 static_cast<unsigned long long>(sum.retries), sum.physical_over_requested_max);
+    sum.events.print_faults("arena property test");
+    if (!programs.single() && programs.count() >= 50) sum.events.check_events();
     if (!programs.single() && programs.count() >= 20) {
         CHECK(sum.retries > 0);
         CHECK(sum.fragmentation_refusals > 0);

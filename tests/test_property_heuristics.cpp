@@ -1,15 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 // Property test of the eviction policies and search strategies: random programs run once
 // without a budget, then under random budgets with each policy and strategy and both
-// release policies. A policy only chooses victims, so every value read must be
-// bit-identical to the reference run, resident bytes must never exceed the budget, and
-// nothing may leak.
+// release policies, most runs with faults injected into the backend
+// (dtr::fault_injecting_backend) and pin guards kept across later steps. A policy only
+// chooses victims, so every value read must be bit-identical to the reference run, resident
+// bytes must never exceed the budget, and nothing may leak.
 //
 // Environment: DTR_PROPERTY_SEED (default: random, printed), DTR_PROPERTY_PROGRAMS
 // (default: a quarter of the build's property_programs option: this file runs eleven
 // policies per program), DTR_PROPERTY_ONLY=i (replay one program).
 #include "support/property_harness.hpp"
 
+#include <dtr/backend/fault_injecting.hpp>
 #include <dtr/heuristic/by_name.hpp>
 #include <dtr/runtime.hpp>
 #include <dtr/search/by_name.hpp>
@@ -50,22 +52,25 @@ Heuristic make_policy(std::uint64_t seed) {
 }
 
 template <class Heuristic>
-dtr_test::program_trace run_one(std::uint64_t seed, std::size_t steps, dtr::runtime_options options) {
-    dtr::runtime<dtr::host_backend, Heuristic> rt(options, dtr::host_backend{}, make_policy<Heuristic>(seed));
+dtr_test::program_trace run_one(std::uint64_t seed, std::size_t steps, dtr::runtime_options options,
+                                dtr::fault_options faults = {}) {
+    using backend = dtr::fault_injecting_backend<dtr::host_backend>;
+    dtr::runtime<backend, Heuristic> rt(options, backend(faults), make_policy<Heuristic>(seed));
     return dtr_test::program_runner<decltype(rt)>(rt, seed, steps).run();
 }
 
 template <class Heuristic>
 void check_against(const dtr_test::program_trace& reference, std::uint64_t seed, std::size_t steps,
                    dtr::mutation_scope scope, dtr::dealloc_policy dealloc, std::mt19937_64& budget_rng,
-                   totals& sum) {
+                   std::mt19937_64& fault_rng, totals& sum) {
     const std::size_t budget = dtr_test::draw_budget(reference, budget_rng);
+    const dtr::fault_options faults = dtr_test::draw_faults(fault_rng);
     const char* policy = dealloc == dtr::dealloc_policy::eager_evict ? "eager_evict" : "banish";
     INFO("heuristic=", std::string(Heuristic::name), " dealloc=", std::string(policy), " budget=", budget,
-         " (reference peak ", reference.peak_resident, ", floor ", reference.floor, ")");
+         " (reference peak ", reference.peak_resident, ", floor ", reference.floor, ") ", dtr_test::describe(faults));
     dtr_test::program_trace t;
     try {
-        t = run_one<Heuristic>(seed, steps, {.budget = budget, .dealloc = dealloc, .mutation = scope});
+        t = run_one<Heuristic>(seed, steps, {.budget = budget, .dealloc = dealloc, .mutation = scope}, faults);
     } catch (const std::exception& e) {
         FAIL("program failed: ", std::string(e.what()));
         return;
@@ -92,11 +97,11 @@ TEST_CASE("random programs read the same values under every eviction policy and 
             return;
         }
         REQUIRE(reference.ooms == 0);
-        std::mt19937_64 budget_rng(program_seed);
+        std::mt19937_64 budget_rng(program_seed), fault_rng(dtr_test::splitmix(program_seed));
         for (auto dealloc : {dtr::dealloc_policy::eager_evict, dtr::dealloc_policy::banish}) {
             auto check = [&](auto tag) {
                 check_against<typename decltype(tag)::type>(reference, program_seed, steps, scope, dealloc,
-                                                            budget_rng, sum);
+                                                            budget_rng, fault_rng, sum);
             };
             using std::type_identity;
             check(type_identity<h::dtr>{});
@@ -124,6 +129,8 @@ TEST_CASE("random programs read the same values under every eviction policy and 
                 static_cast<unsigned long long>(ran), static_cast<unsigned long long>(sum.runs),
                 static_cast<unsigned long long>(sum.reads), static_cast<unsigned long long>(sum.evictions),
                 static_cast<unsigned long long>(sum.remats), static_cast<unsigned long long>(sum.ooms));
+    sum.print_faults("property test (policies)");
     CHECK(sum.evictions > 0);
     CHECK(sum.remats > 0);
+    if (!programs.single() && programs.count() >= 50) sum.check_events();
 }

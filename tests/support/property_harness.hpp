@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// What the property tests share: how a program's seed and a budget are drawn, how a budgeted
-// run is compared with the unbudgeted reference, and the environment knobs that replay a
-// failure (DTR_PROPERTY_SEED, DTR_PROPERTY_PROGRAMS, DTR_PROPERTY_ONLY).
+// What the property tests share: how a program's seed, a budget and the injected faults are
+// drawn, how a budgeted run is compared with the unbudgeted reference, the closing figures,
+// and the environment knobs that replay a failure (DTR_PROPERTY_SEED, DTR_PROPERTY_PROGRAMS,
+// DTR_PROPERTY_ONLY).
 #pragma once
 
 #include "random_program.hpp"
+
+#include <dtr/backend/fault_injecting.hpp>
 
 #include <doctest/doctest.h>
 
@@ -92,20 +95,48 @@ inline std::size_t draw_budget(const program_trace& reference, std::mt19937_64& 
     return draw_budget(reference.floor, reference.peak_resident, rng);
 }
 
-//! A budgeted run must read exactly what the reference read and, unless it reported
-//! out_of_memory (then recovered), never hold more than its budget.
+//! The faults one budgeted run injects: a quarter of the runs none, the others a random share
+//! of up to 8% of allocations refused and 8% of executions thrown (before or after the body
+//! at random), from their own seed. Drawn from `rng` with integer arithmetic only, so that a
+//! printed seed replays the same faults on any platform.
+inline dtr::fault_options draw_faults(std::mt19937_64& rng) {
+    auto unit = [&] { return static_cast<double>(rng() >> 11) * 0x1.0p-53; };
+    dtr::fault_options f;
+    f.seed = rng();
+    if (rng() % 4 == 0) return f;
+    f.allocation_fault_rate = 0.08 * unit();
+    f.execution_fault_rate = 0.08 * unit();
+    f.after_body_share = unit();
+    return f;
+}
+
+//! The fault rates as the replay context shows them.
+inline std::string describe(const dtr::fault_options& f) {
+    return "faults(seed " + std::to_string(f.seed) + ", allocations " + std::to_string(f.allocation_fault_rate) +
+           ", executions " + std::to_string(f.execution_fault_rate) + ", after body " +
+           std::to_string(f.after_body_share) + ")";
+}
+
+//! A budgeted run must read exactly what the reference read and, unless it had to lift its
+//! budget to finish (an out_of_memory without injected faults), never hold more than its
+//! budget.
 inline void check_matches_reference(const program_trace& run, const program_trace& reference, std::size_t budget) {
     CHECK(run.sizes == reference.sizes);
     CHECK(run.reads == reference.reads);
-    if (run.ooms == 0) {
+    CHECK(run.guard_mutations == reference.guard_mutations);
+    CHECK(run.write_guard_rejections == reference.write_guard_rejections);
+    if (run.budget_lifts == 0) {
         CHECK(run.peak_resident <= budget);
         CHECK(run.backend_peak <= budget);
     }
 }
 
-//! What the budgeted runs of a property test did, for its closing line.
+//! What the budgeted runs of a property test did, for its closing lines.
 struct run_totals {
     std::uint64_t runs = 0, evictions = 0, remats = 0, banishments = 0, ooms = 0, reads = 0;
+    std::uint64_t budget_lifts = 0, faulty_runs = 0, allocation_faults = 0, execution_faults = 0;
+    std::uint64_t faults_caught = 0, recoveries = 0, faults_suspended = 0;
+    std::uint64_t guards = 0, guard_reads = 0, guard_mutations = 0, write_guard_rejections = 0;
     void add(const program_trace& t) {
         ++runs;
         evictions += t.evictions;
@@ -113,6 +144,41 @@ struct run_totals {
         banishments += t.banishments;
         ooms += t.ooms;
         reads += t.reads.size();
+        budget_lifts += t.budget_lifts;
+        faulty_runs += (t.allocation_faults + t.execution_faults) != 0;
+        allocation_faults += t.allocation_faults;
+        execution_faults += t.execution_faults;
+        faults_caught += t.faults_caught;
+        recoveries += t.recoveries;
+        faults_suspended += t.faults_suspended;
+        guards += t.guards_taken;
+        guard_reads += t.guard_reads;
+        guard_mutations += t.guard_mutations;
+        write_guard_rejections += t.write_guard_rejections;
+    }
+
+    //! The closing line on guards and faults.
+    void print_faults(const char* label) const {
+        auto u = [](std::uint64_t v) { return static_cast<unsigned long long>(v); };
+        std::printf("%s: %llu injected faults in %llu of %llu runs (%llu allocations refused, %llu executions "
+                    "thrown), %llu steps recovered by retrying (%llu injected_fault, %llu out_of_memory caught; "
+                    "%llu needed injection stopped, %llu the budget lifted); %llu pin guards, %llu reads "
+                    "through them, %llu guard-across-mutation events, %llu write-guard rejections\n",
+                    label, u(allocation_faults + execution_faults), u(faulty_runs), u(runs), u(allocation_faults),
+                    u(execution_faults), u(recoveries), u(faults_caught), u(ooms), u(faults_suspended),
+                    u(budget_lifts), u(guards), u(guard_reads), u(guard_mutations), u(write_guard_rejections));
+    }
+
+    //! Over a whole CI run every kind of event must have happened, or the test has stopped
+    //! testing what it claims.
+    void check_events() const {
+        CHECK(allocation_faults > 0);
+        CHECK(execution_faults > 0);
+        CHECK(faults_caught > 0);
+        CHECK(recoveries > 0);
+        CHECK(guard_mutations > 0);
+        CHECK(write_guard_rejections > 0);
+        CHECK(guard_reads > 0);
     }
 };
 

@@ -3,21 +3,37 @@
 // (multi-output, views, in-place updates, data-dependent sizes, releases, reads), run
 // against a runtime by an interpreter that records every value read.
 //
+// The programs also keep pin guards alive across later steps: read guards on any tensor,
+// and write guards on fresh constants. Guarded tensors are then mutated (the guard must
+// keep showing, and keep resident, the version it was taken on), released, evicted and
+// read around; the bytes seen through every guard are checked against what they were when
+// it was taken (or last written) and recorded like any other read. A call reading a constant
+// under a live write guard must be refused with dtr::logic_error, changing nothing.
+//
+// On a backend that injects faults (dtr::fault_injecting_backend), a step that fails with
+// dtr::injected_fault or dtr::out_of_memory is retried: a few times with faults, then with
+// injection stopped for that step, then (out_of_memory only) with the budget lifted. The
+// runtime is checked after every failed attempt and after every step.
+//
 // The program is generated while it runs, from a seeded RNG and from tensor sizes only.
 // Sizes are themselves deterministic values, so every run of one seed executes the same
-// program, whatever the budget, heuristic or release policy.
+// program, whatever the budget, heuristic, release policy or injected faults.
 #pragma once
 
 #include "byte_ops.hpp"
 
+#include <dtr/backend/fault_injecting.hpp>
 #include <dtr/runtime.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace dtr_test {
@@ -30,7 +46,27 @@ struct program_trace {
     std::size_t backend_peak = 0;                 //!< bytes the backend really held at most
     std::size_t floor = 0;                        //!< largest footprint one step needs
     std::size_t ooms = 0;                         //!< out_of_memory thrown (and recovered)
+    std::size_t budget_lifts = 0;                 //!< of which recovered only by lifting the budget
     std::uint64_t evictions = 0, remats = 0, banishments = 0;
+    // Pin guards.
+    std::uint64_t guards_taken = 0;           //!< read and write guards taken
+    std::uint64_t guard_reads = 0;            //!< reads through a guard taken earlier
+    std::uint64_t guard_mutations = 0;        //!< mutations of a tensor under a live read guard
+    std::uint64_t write_guard_rejections = 0; //!< calls refused for reading a write-guarded constant
+    // Faults.
+    std::uint64_t allocation_faults = 0; //!< allocations the backend was made to refuse
+    std::uint64_t execution_faults = 0;  //!< executions the backend was made to throw from
+    std::uint64_t faults_caught = 0;     //!< dtr::injected_fault that reached a step
+    std::uint64_t recoveries = 0;        //!< steps that failed, then succeeded when retried
+    std::uint64_t faults_suspended = 0;  //!< steps that needed injection stopped to finish
+};
+
+//! Whether a runtime's backend injects faults (dtr::fault_injecting_backend's controls).
+template <class Runtime>
+concept fault_injecting_runtime = requires(Runtime& rt) {
+    rt.backend().faults();
+    rt.backend().set_enabled(true);
+    rt.backend().options();
 };
 
 //! Interprets one random program on one runtime.
@@ -43,28 +79,49 @@ public:
     program_trace run() {
         for (std::size_t step = 0; step < steps_; ++step) {
             const int kind = pick(0, 99);
-            if (live_.size() < 2 || kind < 8)
+            if (live_.size() < 2 || kind < 7)
                 make_constant();
-            else if (kind < 36)
+            else if (kind < 32)
                 call_mix();
-            else if (kind < 46)
+            else if (kind < 41)
                 call_multi();
-            else if (kind < 52)
+            else if (kind < 46)
                 call_view_op();
-            else if (kind < 56)
+            else if (kind < 50)
                 metadata_view();
-            else if (kind < 66)
+            else if (kind < 59)
                 call_mutate();
-            else if (kind < 80)
+            else if (kind < 71)
                 release();
-            else if (kind < 96)
+            else if (kind < 85)
                 read_value();
-            else
+            else if (kind < 88)
                 explicit_evict();
+            else if (kind < 91)
+                take_read_guard();
+            else if (kind < 93)
+                take_write_guard();
+            else if (kind < 95)
+                mutate_guarded();
+            else if (kind < 96)
+                call_on_write_guarded();
+            else if (kind < 98)
+                read_through_guards();
+            else
+                release_guard();
             check_budget();
-            if (step % 16 == 0) rt_.check_invariants();
+            rt_.check_invariants();
         }
-        // Read everything still alive, then drop it all: nothing may leak.
+        // Read through the guards still alive and drop them (a written constant joins the
+        // live tensors), read everything still alive, then drop it all: nothing may leak.
+        read_through_guards();
+        read_guards_.clear();
+        for (held_write& w : write_guards_) {
+            live_.push_back(w.guard.handle());
+            w.guard.reset();
+        }
+        write_guards_.clear();
+        rt_.check_invariants();
         for (std::size_t i = 0; i < live_.size(); ++i)
             guarded([&] { trace_.reads.push_back(read(rt_, live_[i])); });
         live_.clear();
@@ -82,6 +139,10 @@ public:
         trace_.evictions = rt_.stats().evictions;
         trace_.remats = rt_.stats().rematerializations;
         trace_.banishments = rt_.stats().banishments;
+        if constexpr (fault_injecting_runtime<Runtime>) {
+            trace_.allocation_faults = rt_.backend().faults().allocation_faults;
+            trace_.execution_faults = rt_.backend().faults().execution_faults();
+        }
         return std::move(trace_);
     }
 
@@ -93,18 +154,58 @@ private:
     const dtr::tensor& any_live() { return live_[pick_size(0, live_.size() - 1)]; }
     double cost() { return static_cast<double>(pick(1, 100)); }
 
-    // Runs `step`; on out_of_memory, checks the runtime, lifts the budget and runs the same
-    // step again: the runtime must be consistent and nothing computed may be lost.
+    //! Attempts with faults before injection stops for the step.
+    static constexpr int faulty_attempts = 4;
+
+    bool faults_active() {
+        if constexpr (fault_injecting_runtime<Runtime>) {
+            const dtr::fault_options& o = rt_.backend().options();
+            return rt_.backend().enabled() && (o.allocation_fault_rate > 0 || o.execution_fault_rate > 0);
+        } else {
+            return false;
+        }
+    }
+    void set_faults(bool on) {
+        if constexpr (fault_injecting_runtime<Runtime>) rt_.backend().set_enabled(on);
+        else (void)on;
+    }
+
+    // Runs `step`, retrying it after an injected fault or an out_of_memory: the runtime must
+    // be consistent after each failure and nothing computed may be lost. After
+    // `faulty_attempts` failures injection stops until the step is done; an out_of_memory
+    // without injection (a budget below what the step needs) lifts the budget, once.
     template <class Step>
     void guarded(Step&& step) {
-        try {
-            step();
-        } catch (const dtr::out_of_memory&) {
-            ++trace_.ooms;
+        bool suspended = false, lifted = false, failed = false;
+        for (int attempt = 0;; ++attempt) {
+            try {
+                step();
+                break;
+            } catch (const dtr::injected_fault&) {
+                ++trace_.faults_caught;
+            } catch (const dtr::out_of_memory&) {
+                ++trace_.ooms;
+                if (!faults_active()) {
+                    if (lifted) {
+                        if (suspended) set_faults(true);
+                        throw;
+                    }
+                    rt_.check_invariants();
+                    rt_.set_budget(dtr::unlimited);
+                    ++trace_.budget_lifts;
+                    lifted = true;
+                }
+            }
+            failed = true;
             rt_.check_invariants();
-            rt_.set_budget(dtr::unlimited);
-            step();
+            if (attempt + 1 >= faulty_attempts && faults_active()) {
+                set_faults(false);
+                suspended = true;
+                ++trace_.faults_suspended;
+            }
         }
+        if (failed) ++trace_.recoveries;
+        if (suspended) set_faults(true);
     }
 
     void check_budget() {
@@ -113,7 +214,7 @@ private:
     }
 
     std::size_t footprint(std::initializer_list<std::size_t> extra) {
-        std::size_t sum = constant_bytes_;
+        std::size_t sum = constant_bytes_ + guarded_bytes_;
         for (std::size_t e : extra) sum += e;
         return sum;
     }
@@ -216,8 +317,10 @@ private:
     }
 
     // In-place update of one or two inputs, reading a third.
-    void call_mutate() {
-        std::vector<dtr::tensor> in{any_live(), any_live(), any_live()};
+    void call_mutate() { mutate_inputs({any_live(), any_live(), any_live()}); }
+
+    // In-place update of in[0] (and sometimes in[1]), reading in[2].
+    void mutate_inputs(std::vector<dtr::tensor> in) {
         std::vector<std::uint32_t> mutated{0};
         if (pick(0, 2) == 0) mutated.push_back(1);
         const auto salt = static_cast<std::uint8_t>(pick(1, 255));
@@ -236,8 +339,148 @@ private:
                 }
             }
         };
+        // A guard whose own tensor is mutated: the handle moves on, the guard must not.
+        bool across_guard = false;
+        for (std::uint32_t m : mutated)
+            for (const held_read& g : read_guards_) across_guard |= (g.guard.handle() == in[m]);
         guarded([&] { rt_.mutate(op, in, mutated, c); });
+        if (across_guard) ++trace_.guard_mutations;
+        verify_guards("a mutation");
         note_floor(footprint({bytes}));
+    }
+
+    // ---- pin guards -----------------------------------------------------------------------
+
+    struct held_read {
+        typename Runtime::read_guard guard;
+        std::vector<std::uint8_t> bytes; //!< what the guard showed when taken
+        std::size_t pinned;              //!< estimate of the bytes it keeps resident
+    };
+    struct held_write {
+        typename Runtime::write_guard guard;
+        std::vector<std::uint8_t> bytes; //!< what was last written through it
+    };
+
+    template <class Guard>
+    static std::vector<std::uint8_t> bytes_of(const Guard& g) {
+        const auto span = g.span();
+        std::vector<std::uint8_t> v(span.size());
+        if (!span.empty()) std::memcpy(v.data(), span.data(), span.size());
+        return v;
+    }
+
+    //! Every guard must still show what it showed when taken (storages never change) or, for
+    //! a write guard, what was last written through it.
+    void verify_guards(const char* after) {
+        for (const held_read& g : read_guards_)
+            if (bytes_of(g.guard) != g.bytes)
+                throw std::runtime_error(std::string("the bytes under a read guard changed after ") + after);
+        for (const held_write& w : write_guards_)
+            if (bytes_of(w.guard) != w.bytes)
+                throw std::runtime_error(std::string("the bytes under a write guard changed after ") + after);
+    }
+
+    void take_read_guard() {
+        if (read_guards_.size() >= 3) return read_value();
+        const dtr::tensor& t = any_live();
+        guarded([&] {
+            auto g = rt_.pin(t);
+            std::vector<std::uint8_t> bytes = bytes_of(g);
+            trace_.reads.push_back(bytes);
+            read_guards_.push_back({std::move(g), std::move(bytes), storage_bytes_of(t)});
+        });
+        ++trace_.guards_taken;
+        guarded_bytes_ += read_guards_.back().pinned;
+        note_floor(footprint({}));
+    }
+
+    // A fresh constant written through a write guard that then stays alive.
+    void take_write_guard() {
+        if (write_guards_.size() >= 2) return make_constant();
+        const std::size_t bytes = pick_size(1, 32);
+        const auto seed = static_cast<std::uint8_t>(pick(0, 255));
+        guarded([&] {
+            auto w = rt_.pin_for_write(rt_.constant(bytes));
+            for (std::size_t i = 0; i < bytes; ++i) w.span()[i] = std::byte(static_cast<std::uint8_t>(seed * 7 + i * 13));
+            std::vector<std::uint8_t> written = bytes_of(w);
+            write_guards_.push_back({std::move(w), std::move(written)});
+        });
+        ++trace_.guards_taken;
+        constant_bytes_ += bytes;
+        note_floor(footprint({}));
+    }
+
+    // Mutates the tensor of a live read guard: the guard keeps the old version.
+    void mutate_guarded() {
+        if (read_guards_.empty()) return call_mutate();
+        const dtr::tensor t = read_guards_[pick_size(0, read_guards_.size() - 1)].guard.handle();
+        mutate_inputs({t, any_live(), any_live()});
+    }
+
+    // A call or a mutation reading a constant under a live write guard: refused, and nothing
+    // changes (no storage, no record, the guard's bytes intact).
+    void call_on_write_guarded() {
+        if (write_guards_.empty()) return take_write_guard();
+        const held_write& w = write_guards_[pick_size(0, write_guards_.size() - 1)];
+        const dtr::tensor guarded_constant = w.guard.handle();
+        const dtr::tensor other = any_live();
+        const int how = pick(0, 2);
+        const std::size_t storages = rt_.storage_count(), ops = rt_.operator_count();
+        bool refused = false;
+        guarded([&] {
+            try {
+                if (how == 0) {
+                    (void)rt_.call(mix_op{8}, {other, guarded_constant}, {.cost = 1});
+                } else {
+                    // Mutating the constant itself, or another tensor while reading it.
+                    const std::array<dtr::tensor, 2> in = how == 1 ? std::array{guarded_constant, other}
+                                                                   : std::array{other, guarded_constant};
+                    rt_.mutate([](auto&) {}, in, {0}, 1);
+                }
+            } catch (const dtr::logic_error& e) {
+                if (std::string(e.what()).find("write guard") == std::string::npos) throw;
+                refused = true;
+            }
+        });
+        if (!refused)
+            throw std::runtime_error("a call reading a constant under a live write guard was not refused");
+        if (rt_.storage_count() != storages || rt_.operator_count() != ops)
+            throw std::runtime_error("a refused call left storages or records behind");
+        ++trace_.write_guard_rejections;
+        verify_guards("a refused call");
+    }
+
+    // Reads through every guard (recorded like any read), and sometimes writes a new value
+    // through a write guard: no operator has read its constant, so that is still allowed.
+    void read_through_guards() {
+        verify_guards("later steps");
+        for (const held_read& g : read_guards_) trace_.reads.push_back(g.bytes);
+        for (const held_write& w : write_guards_) trace_.reads.push_back(w.bytes);
+        trace_.guard_reads += read_guards_.size() + write_guards_.size();
+        if (!write_guards_.empty() && pick(0, 1) == 0) {
+            held_write& w = write_guards_[pick_size(0, write_guards_.size() - 1)];
+            const auto salt = static_cast<std::uint8_t>(pick(1, 255));
+            for (std::size_t i = 0; i < w.bytes.size(); ++i) {
+                w.bytes[i] = static_cast<std::uint8_t>(w.bytes[i] + salt);
+                w.guard.span()[i] = std::byte(w.bytes[i]);
+            }
+        }
+    }
+
+    // Drops a guard. A write guard's constant usually joins the live tensors.
+    void release_guard() {
+        const std::size_t n = read_guards_.size() + write_guards_.size();
+        if (n == 0) return take_read_guard();
+        verify_guards("later steps");
+        const std::size_t i = pick_size(0, n - 1);
+        if (i < read_guards_.size()) {
+            guarded_bytes_ -= read_guards_[i].pinned;
+            read_guards_.erase(read_guards_.begin() + static_cast<std::ptrdiff_t>(i));
+        } else {
+            const auto j = static_cast<std::ptrdiff_t>(i - read_guards_.size());
+            if (pick(0, 3) != 0) live_.push_back(write_guards_[static_cast<std::size_t>(j)].guard.handle());
+            write_guards_.erase(write_guards_.begin() + j);
+        }
     }
 
     void release() {
@@ -251,13 +494,25 @@ private:
         note_floor(footprint({storage_bytes_of(t)}));
     }
 
-    void explicit_evict() { rt_.evict(any_live()); }
+    // Evicts a live tensor, sometimes a guarded one (refused while the guard pins its
+    // version; after a mutation its handle names another, evictable one).
+    void explicit_evict() {
+        if (!read_guards_.empty() && pick(0, 2) == 0) {
+            (void)rt_.evict(read_guards_[pick_size(0, read_guards_.size() - 1)].guard.handle());
+            verify_guards("an eviction");
+        } else {
+            (void)rt_.evict(any_live());
+        }
+    }
 
     Runtime& rt_;
     std::mt19937_64 rng_;
     std::size_t steps_;
     std::vector<dtr::tensor> live_;
     std::size_t constant_bytes_ = 0;
+    std::size_t guarded_bytes_ = 0; //!< estimate of what the read guards keep resident
+    std::vector<held_read> read_guards_;
+    std::vector<held_write> write_guards_;
     program_trace trace_;
 };
 
