@@ -704,7 +704,20 @@ public:
 
     // ---- dispatch -----------------------------------------------------------------------
 
-    py::object dispatch(const op_info& info, py::tuple args, py::dict kwargs);
+    //! Runs one ATen operator through the runtime (see the definition for the cases).
+    //! @throws the Python OutOfMemoryError / ThrashingError types given at construction,
+    //! prefixed with the operator's name; RuntimeError ("dtr_torch: unsupported: ...") for
+    //! what the bridge cannot express.
+    py::object dispatch(const op_info& info, py::tuple args, py::dict kwargs) {
+        try {
+            return dispatch_impl(info, std::move(args), std::move(kwargs));
+        } catch (const dtr::out_of_memory& e) {
+            raise(oom_type_, info.name + ": " + e.what());
+        } catch (const dtr::thrashing& e) {
+            raise(thrash_type_, info.name + ": " + e.what());
+        }
+    }
+    py::object dispatch_impl(const op_info& info, py::tuple args, py::dict kwargs);
 
     // ---- access -------------------------------------------------------------------------
 
@@ -820,7 +833,7 @@ struct found_tensor {
     int arg = -1;   //!< schema argument index
 };
 
-py::object bridge::dispatch(const op_info& info, py::tuple args, py::dict kwargs) {
+py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict kwargs) {
     const c10::FunctionSchema& schema = info.op->schema();
     // __torch_dispatch__ hands wrapped numbers (Python scalars ATen turned into 0-dim tensors)
     // back as Python numbers; the boxed call needs them as wrapped-number tensors again.

@@ -112,10 +112,10 @@ class TreeLSTM(torch.nn.Module):
         return self.out(h)
 
 
-def make_treelstm(batch=1, tokens=64, dim=128):
+def make_treelstm(batch=1, tokens=64, dim=128, vocab=1000):
     """``batch`` is the number of token sequences (trees) per step."""
-    model = TreeLSTM(dim=dim)
-    seqs = torch.randint(0, 1000, (batch, tokens))
+    model = TreeLSTM(vocab=vocab, dim=dim)
+    seqs = torch.randint(0, vocab, (batch, tokens))
     tgt = torch.randint(0, 5, (batch,))
 
     class _Batch(torch.nn.Module):
@@ -157,11 +157,14 @@ def make_resnet(batch=8, size=32, width=8, blocks=6, classes=10):
 
 # --- dropout and batch norm ----------------------------------------------------------------
 
-def make_dropout_bn(batch=32, features=64, hidden=256, classes=10):
-    m = torch.nn.Sequential(torch.nn.Linear(features, hidden), torch.nn.BatchNorm1d(hidden),
-                            torch.nn.ReLU(), torch.nn.Dropout(0.3), torch.nn.Linear(hidden, hidden),
-                            torch.nn.BatchNorm1d(hidden), torch.nn.ReLU(), torch.nn.Dropout(0.5),
-                            torch.nn.Linear(hidden, classes))
+def make_dropout_bn(batch=32, features=64, hidden=256, classes=10, layers=2):
+    blocks = []
+    width = features
+    for i in range(layers):
+        blocks += [torch.nn.Linear(width, hidden), torch.nn.BatchNorm1d(hidden), torch.nn.ReLU(),
+                   torch.nn.Dropout(0.3 if i % 2 == 0 else 0.5)]
+        width = hidden
+    m = torch.nn.Sequential(*blocks, torch.nn.Linear(hidden, classes))
     x = torch.randn(batch, features)
     y = torch.randint(0, classes, (batch,))
     return m, (x,), lambda out: F.cross_entropy(out, y)

@@ -40,7 +40,7 @@ def worker(mode, rank, port, out):
         steps()
     else:
         peak = int(os.environ["DTR_PEAK"]) if "DTR_PEAK" in os.environ else None
-        rt = dtr_torch.Runtime(budget=None if peak is None else int(peak * (0.5 + 0.1 * rank)))
+        rt = dtr_torch.Runtime(budget=None if peak is None else int(peak * (0.75 + 0.1 * rank)))
         with rt:
             steps()
         st = rt.stats()
@@ -83,7 +83,7 @@ def main():
         with rt:
             loss_fn(model(x)).backward()
         budgeted = run_pair("dtr", tmp, {"DTR_PEAK": str(rt.stats()["peak_resident_bytes"])})
-    for run, what in ((unlimited, "no budget"), (budgeted, "budgets 0.5 and 0.6")):
+    for run, what in ((unlimited, "no budget"), (budgeted, "budgets 0.75 and 0.85")):
         for r in range(2):
             for a, b in zip(plain[r], run[r]):
                 assert torch.equal(a, b), f"rank {r} ({what}) differs from the plain two-process run"

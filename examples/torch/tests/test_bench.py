@@ -1,0 +1,71 @@
+# SPDX-License-Identifier: Apache-2.0
+"""python3 -m dtr_torch.bench end to end on small models: a FILE.py:FACTORY model with
+--find-floor and --json, and a torchvision model; the rows carry the documented fields."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from _common import torch  # noqa: F401 (skips without torch or the extension)
+
+FIELDS = {"model", "ratio", "budget_bytes", "status", "bit_identical", "step_time_ratio",
+          "runtime_peak_bytes", "allocator_peak_bytes", "plain_peak_bytes", "remats", "evictions",
+          "physical_floor"}
+
+FACTORY = '''
+import torch
+F = torch.nn.functional
+
+def make(batch):
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
+                            torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.ReLU(),
+                            torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.ReLU(),
+                            torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 10))
+    x = torch.randn(batch, 3, 24, 24)
+    y = torch.randint(0, 10, (batch,))
+    return m, (x,), lambda out: F.cross_entropy(out, y)
+'''
+
+
+def bench(*args):
+    out = subprocess.run([sys.executable, "-m", "dtr_torch.bench", *args], capture_output=True, text=True,
+                         timeout=200)
+    print(out.stdout)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        f = os.path.join(tmp, "model.py")
+        with open(f, "w") as fh:
+            fh.write(FACTORY)
+        j = os.path.join(tmp, "rows.json")
+        bench("--model", f"{f}:make", "--batch", "4", "--steps", "3", "--ratios", "1,0.8,0.01",
+              "--find-floor", "--floor-iters", "3", "--json", j)
+        rows = json.load(open(j))
+        assert len(rows) == 4, rows
+        for r in rows:
+            assert FIELDS <= set(r), set(r) ^ FIELDS
+            assert r["status"] in ("ok", "oom", "thrash", "error"), r
+            if r["status"] == "ok":
+                assert r["bit_identical"] is True and r["runtime_peak_bytes"] <= r["budget_bytes"], r
+            else:
+                assert r["error"], r
+        assert rows[0]["status"] == "ok" and rows[0]["evictions"] == 0
+        assert rows[1]["status"] == "ok" and rows[1]["evictions"] > 0
+        assert rows[2]["status"] == "oom" and "out of memory" in rows[2]["error"] and "aten::" in rows[2]["error"]
+        assert rows[3].get("floor") is True and 0.01 < rows[3]["ratio"] <= 0.8
+        out = bench("--model", "torchvision:resnet18", "--size", "32", "--classes", "5", "--batch", "2",
+                    "--steps", "2", "--ratios", "1,0.85", "--json", j)
+        rows = json.load(open(j))
+        assert [r["status"] for r in rows] == ["ok", "ok"] and all(r["bit_identical"] for r in rows), rows
+        assert "physical floor" in out
+    print("bench: rows complete and consistent")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
