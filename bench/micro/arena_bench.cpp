@@ -3,7 +3,7 @@
 //! @brief Micro-benchmark of dtr::arena: median nanoseconds per deallocate + allocate pair in
 //! steady state, for 10^2 .. 10^5 live blocks with a mixed size distribution.
 //!
-//! Usage: arena_bench [--csv FILE] [--reps R] [--pairs K] [--seed S]
+//! Usage: arena_bench [--csv FILE] [--json FILE] [--reps R] [--pairs K] [--seed S]
 //!
 //! For each live-block count N the arena is filled with N blocks, churned until its layout
 //! (holes, fragmentation) stops depending on the fill order, then timed in R repetitions of K
@@ -11,6 +11,7 @@
 //! so N stays constant. Random choices are drawn before the clock starts. The capacity is
 //! twice the expected live bytes, so requests rarely fail; failures are counted and shown.
 #include <dtr/arena.hpp>
+#include <dtr_tools/cli.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -104,29 +105,23 @@ row measure(std::size_t live_blocks, std::size_t reps, std::size_t pairs, std::u
     return r;
 }
 
-[[noreturn]] void usage(const char* argv0) {
-    std::fprintf(stderr, "usage: %s [--csv FILE] [--reps R] [--pairs K] [--seed S]\n", argv0);
-    std::exit(2);
-}
-
 } // namespace
 
 int main(int argc, char** argv) {
-    const char* csv_path = nullptr;
+    std::string csv_path, json;
     std::size_t reps = 15, pairs = 20'000;
     std::uint64_t seed = 2021;
-    for (int i = 1; i < argc; ++i) {
-        const auto value = [&]() -> const char* {
-            if (i + 1 >= argc) usage(argv[0]);
-            return argv[++i];
-        };
-        if (std::strcmp(argv[i], "--csv") == 0) csv_path = value();
-        else if (std::strcmp(argv[i], "--reps") == 0) reps = std::strtoull(value(), nullptr, 0);
-        else if (std::strcmp(argv[i], "--pairs") == 0) pairs = std::strtoull(value(), nullptr, 0);
-        else if (std::strcmp(argv[i], "--seed") == 0) seed = std::strtoull(value(), nullptr, 0);
-        else usage(argv[0]);
-    }
-    if (reps == 0 || pairs == 0) usage(argv[0]);
+    CLI::App app{"arena_bench: dtr::arena under deallocate + allocate pairs"};
+    app.add_option("--csv", csv_path, "write the results as CSV to FILE");
+    app.add_option("--json", json, "write the results as JSON to FILE");
+    app.add_option("--reps", reps, "runs per cell; the median is reported")
+        ->check(dtr::tools::positive)
+        ->capture_default_str();
+    app.add_option("--pairs", pairs, "deallocate + allocate pairs per run")
+        ->check(dtr::tools::positive)
+        ->capture_default_str();
+    app.add_option("--seed", seed, "seed of the size draws")->capture_default_str();
+    if (auto status = dtr::tools::parse_command_line(app, argc, argv)) return *status;
 
     std::vector<row> rows;
     std::printf("dtr::arena: deallocate + allocate pairs, alignment %zu, seed %llu, "
@@ -143,10 +138,10 @@ int main(int argc, char** argv) {
         rows.push_back(r);
     }
 
-    if (csv_path != nullptr) {
-        std::FILE* f = std::fopen(csv_path, "w");
+    if (!csv_path.empty()) {
+        std::FILE* f = std::fopen(csv_path.c_str(), "w");
         if (f == nullptr) {
-            std::perror(csv_path);
+            std::perror(csv_path.c_str());
             return 1;
         }
         std::fprintf(f, "live_blocks,blocks,holes,fragmentation,median_ns_per_pair,min_ns,max_ns,"
@@ -154,6 +149,26 @@ int main(int argc, char** argv) {
         for (const row& r : rows)
             std::fprintf(f, "%zu,%zu,%zu,%.4f,%.2f,%.2f,%.2f,%zu\n", r.live, r.blocks, r.holes,
                          r.fragmentation, r.median_ns, r.min_ns, r.max_ns, r.failures);
+        std::fclose(f);
+    }
+    if (!json.empty()) {
+        std::FILE* f = std::fopen(json.c_str(), "w");
+        if (f == nullptr) {
+            std::perror(json.c_str());
+            return 1;
+        }
+        std::fprintf(f, "[\n");
+        for (std::size_t i = 0; i < rows.size(); ++i) {
+            const row& r = rows[i];
+            std::fprintf(f,
+                         "  {\"live_blocks\": %zu, \"blocks\": %zu, \"holes\": %zu, \"fragmentation\": %.4f, "
+                         "\"median_ns_per_pair\": %.2f, \"min_ns\": %.2f, \"max_ns\": %.2f, "
+                         "\"failed_allocations\": %zu, \"reps\": %zu, \"pairs\": %zu, \"seed\": %llu}%s\n",
+                         r.live, r.blocks, r.holes, r.fragmentation, r.median_ns, r.min_ns, r.max_ns,
+                         r.failures, reps, pairs, static_cast<unsigned long long>(seed),
+                         i + 1 < rows.size() ? "," : "");
+        }
+        std::fprintf(f, "]\n");
         std::fclose(f);
     }
     return 0;

@@ -15,14 +15,13 @@
 // --estar-max storages (default 10000): this program keeps its whole released history as
 // evicted metadata (eager eviction), and exact e* maintenance walks that history on every
 // eviction, so the warm-up alone is quadratic in the pool.
-#include "comma_list.hpp"
-
 #include <dtr/heuristic/dtr.hpp>
 #include <dtr/heuristic/dtr_eqclass.hpp>
 #include <dtr/heuristic/dtr_local.hpp>
 #include <dtr/heuristic/msps.hpp>
 #include <dtr/runtime.hpp>
 #include <dtr/search/by_name.hpp>
+#include <dtr_tools/cli.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -193,8 +192,6 @@ result measure(const std::string& strategy_label, Strategy policy, std::size_t e
     return r;
 }
 
-using dtr_bench::split_commas;
-
 //! The policies this benchmark measures (those the indexed search supports).
 template <class F>
 bool with_benchmarked_heuristic(std::string_view name, F&& f) {
@@ -204,16 +201,6 @@ bool with_benchmarked_heuristic(std::string_view name, F&& f) {
     if (name == h::dtr_local::name) return f(std::type_identity<h::dtr_local>{}), true;
     if (name == h::msps::name) return f(std::type_identity<h::msps>{}), true;
     return false;
-}
-
-[[noreturn]] void usage(const char* why) {
-    std::fprintf(stderr,
-                 "eviction_search: %s\nusage: eviction_search [--sizes 100,1000,10000,100000] "
-                 "[--heuristics dtr_eqclass,dtr,dtr_local,msps] "
-                 "[--strategies exhaustive,sampled,skip_small,indexed,indexed_approx] [--decisions N] "
-                 "[--seed S] [--estar-max N] [--json FILE]\n",
-                 why);
-    std::exit(2);
 }
 
 } // namespace
@@ -226,31 +213,23 @@ int main(int argc, char** argv) {
     std::size_t estar_max = 10000;
     std::uint64_t seed = 1;
     std::string json;
-    for (int i = 1; i < argc; ++i) {
-        const std::string_view a = argv[i];
-        auto value = [&]() -> std::string_view {
-            if (i + 1 >= argc) usage("missing value");
-            return argv[++i];
-        };
-        if (a == "--sizes") {
-            sizes.clear();
-            for (const auto& s : split_commas(value())) sizes.push_back(std::stoull(s));
-        } else if (a == "--heuristics") {
-            heuristics = split_commas(value());
-        } else if (a == "--strategies") {
-            strategies = split_commas(value());
-        } else if (a == "--decisions") {
-            decisions = std::stoull(std::string(value()));
-        } else if (a == "--estar-max") {
-            estar_max = std::stoull(std::string(value()));
-        } else if (a == "--seed") {
-            seed = std::stoull(std::string(value()));
-        } else if (a == "--json") {
-            json = value();
-        } else {
-            usage(("unknown argument " + std::string(a)).c_str());
-        }
-    }
+    CLI::App app{"eviction_search: eviction-search strategies against the number of evictable storages"};
+    app.add_option("--sizes", sizes, "evictable storages (comma list or repeated)")
+        ->delimiter(',')
+        ->check(dtr::tools::positive);
+    app.add_option("--heuristics", heuristics, "policies (comma list or repeated)")
+        ->delimiter(',')
+        ->check(CLI::IsMember({"dtr_eqclass", "dtr", "dtr_local", "msps"}));
+    app.add_option("--strategies", strategies, "search strategies (comma list or repeated)")
+        ->delimiter(',')
+        ->check(CLI::IsMember({"exhaustive", "sampled", "skip_small", "indexed", "indexed_approx"}));
+    app.add_option("--decisions", decisions, "decisions per cell")->check(dtr::tools::positive)->capture_default_str();
+    app.add_option("--estar-max", estar_max, "largest pool for dtr and msps (exact e* is slow)")
+        ->check(dtr::tools::positive)
+        ->capture_default_str();
+    app.add_option("--seed", seed, "seed of the synthetic pools")->capture_default_str();
+    app.add_option("--json", json, "write the results as JSON to FILE");
+    if (auto status = dtr::tools::parse_command_line(app, argc, argv)) return *status;
 
     std::vector<result> results;
     std::printf("timer overhead subtracted: %llu ns\n", static_cast<unsigned long long>(overhead));
@@ -283,7 +262,10 @@ int main(int argc, char** argv) {
                             r = measure<S>(sname, S(H{}), n, d, seed);
                     });
                 });
-                if (!found) usage(("unknown or unbenchmarked heuristic " + hname).c_str());
+                if (!found) { // unreachable: --heuristics admits the menu only
+                    std::fprintf(stderr, "eviction_search: --heuristics: unbenchmarked heuristic %s\n", hname.c_str());
+                    return 2;
+                }
                 if (!known) {
                     std::printf("%-12s %-15s (unsupported combination)\n", hname.c_str(), sname.c_str());
                     continue;

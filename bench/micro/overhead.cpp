@@ -13,6 +13,7 @@
 #include <dtr/heuristic/dtr_local.hpp>
 #include <dtr/heuristic/lru.hpp>
 #include <dtr/runtime.hpp>
+#include <dtr_tools/cli.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -105,17 +106,14 @@ struct row {
 int main(int argc, char** argv) {
     std::size_t calls = 200000, reps = 9;
     std::string csv, json;
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        if (arg == "--calls" && i + 1 < argc) calls = std::stoul(argv[++i]);
-        else if (arg == "--reps" && i + 1 < argc) reps = std::stoul(argv[++i]);
-        else if (arg == "--csv" && i + 1 < argc) csv = argv[++i];
-        else if (arg == "--json" && i + 1 < argc) json = argv[++i];
-        else {
-            std::fprintf(stderr, "usage: overhead [--calls N] [--reps R] [--csv FILE] [--json FILE]\n");
-            return 2;
-        }
-    }
+    CLI::App app{"overhead: per-call overhead of dtr::runtime::call on the host backend"};
+    app.add_option("--calls", calls, "calls per run")->check(dtr::tools::positive)->capture_default_str();
+    app.add_option("--reps", reps, "runs per scenario; the median is reported")
+        ->check(dtr::tools::positive)
+        ->capture_default_str();
+    app.add_option("--csv", csv, "write the results as CSV to FILE");
+    app.add_option("--json", json, "write the results as JSON to FILE");
+    if (auto status = dtr::tools::parse_command_line(app, argc, argv)) return *status;
     const dtr::call_options supplied{.cost = 1.0};
     const dtr::call_options measured{};
     std::vector<row> rows;

@@ -5,23 +5,23 @@
 // the theorem says it stays bounded.
 //
 // usage: theorem31 [--max N] [--c 1,2,3,4] [--heuristics ablation-estar-size-nostale,dtr,dtr_eqclass]
-//                  [--dealloc banish|eager]
+//                  [--dealloc banish|eager] [--json FILE]
 //
 // The program: x_i = f_i(x_{i-1}) for i = 1..N (x_0 a constant input), g_N = l(x_N), then
 // g_{i-1} = b_i(x_{i-1}, g_i) for i = N..1; each activation is released after its backward
 // step, each gradient after the next one is computed. With eager eviction the whole
 // backward history stays as evicted metadata, which exact e* maintenance walks on every
 // event (quadratic time, same decisions): banish (the default here) keeps runs fast.
-#include "comma_list.hpp"
-
 #include <dtr/heuristic/dtr.hpp>
 #include <dtr/heuristic/dtr_eqclass.hpp>
 #include <dtr/heuristic/dtr_local.hpp>
 #include <dtr/runtime.hpp>
+#include <dtr_tools/cli.hpp>
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -70,16 +70,6 @@ bool with_policy(std::string_view name, F&& f) {
     return false;
 }
 
-using dtr_bench::split_commas;
-
-[[noreturn]] void usage(const char* why) {
-    std::fprintf(stderr,
-                 "theorem31: %s\nusage: theorem31 [--max N] [--c 1,2,3,4] "
-                 "[--heuristics ablation-estar-size-nostale,dtr,dtr_eqclass,dtr_local] [--dealloc banish|eager]\n",
-                 why);
-    std::exit(2);
-}
-
 } // namespace
 
 int main(int argc, char** argv) {
@@ -87,31 +77,22 @@ int main(int argc, char** argv) {
     std::vector<double> cs{1, 2, 3, 4};
     std::vector<std::string> policies{dtr::heuristics::dtr_reduced::name, "dtr", "dtr_eqclass"};
     dtr::dealloc_policy dealloc = dtr::dealloc_policy::banish;
-    for (int i = 1; i < argc; ++i) {
-        const std::string_view a = argv[i];
-        auto value = [&]() -> std::string_view {
-            if (i + 1 >= argc) usage("missing value");
-            return argv[++i];
-        };
-        if (a == "--max") {
-            max_n = std::stoull(std::string(value()));
-        } else if (a == "--c") {
-            cs.clear();
-            for (const auto& c : split_commas(value())) cs.push_back(std::stod(c));
-        } else if (a == "--heuristics") {
-            policies = split_commas(value());
-        } else if (a == "--dealloc") {
-            const std::string_view v = value();
-            if (v == "banish")
-                dealloc = dtr::dealloc_policy::banish;
-            else if (v == "eager")
-                dealloc = dtr::dealloc_policy::eager_evict;
-            else
-                usage("--dealloc is banish or eager");
-        } else {
-            usage(("unknown argument " + std::string(a)).c_str());
-        }
-    }
+    std::string dealloc_name = "banish", json;
+    CLI::App app{"theorem31: operations / N for an N-layer linear network under budgets c sqrt(N) + 4"};
+    app.add_option("--max", max_n, "largest N")->check(dtr::tools::positive)->capture_default_str();
+    app.add_option("--c", cs, "budget factors c (comma list or repeated)")
+        ->delimiter(',')
+        ->check(CLI::PositiveNumber);
+    app.add_option("--heuristics", policies, "policies (comma list or repeated)")
+        ->delimiter(',')
+        ->check(CLI::IsMember(std::vector<std::string>{dtr::heuristics::dtr_reduced::name, "dtr", "dtr_eqclass", "dtr_local"}));
+    app.add_option("--dealloc", dealloc_name, "release policy")
+        ->check(CLI::IsMember({"banish", "eager"}))
+        ->capture_default_str();
+    app.add_option("--json", json, "write the results as JSON to FILE");
+    if (auto status = dtr::tools::parse_command_line(app, argc, argv)) return *status;
+    if (dealloc_name == "eager") dealloc = dtr::dealloc_policy::eager_evict;
+    std::string rows; // JSON objects, one per (policy, N, c)
     for (const std::string& name : policies) {
         const bool known = with_policy(name, [&](auto tag) {
             using H = typename decltype(tag)::type;
@@ -133,13 +114,31 @@ int main(int argc, char** argv) {
                         std::printf("   %-7s", "OOM");
                     else
                         std::printf("   %-7.3f", o.ops_per_layer);
+                    char line[256];
+                    std::snprintf(line, sizeof line,
+                                  "%s  {\"heuristic\": \"%s\", \"dealloc\": \"%s\", \"n\": %zu, \"c\": %g, "
+                                  "\"budget\": %zu, \"status\": \"%s\", \"ops_per_layer\": %.6f}",
+                                  rows.empty() ? "" : ",\n", H::name, dealloc_name.c_str(), n, c, budget,
+                                  o.out_of_memory ? "oom" : "ok", o.ops_per_layer);
+                    rows += line;
                 }
                 std::printf("\n");
                 std::fflush(stdout);
             }
             std::printf("\n");
         });
-        if (!known) usage(("unknown heuristic " + name).c_str());
+        if (!known) {
+            std::fprintf(stderr, "theorem31: --heuristics: unknown heuristic %s\n", name.c_str());
+            return 2;
+        }
+    }
+    if (!json.empty()) {
+        std::ofstream out(json);
+        out << "[\n" << rows << "\n]\n";
+        if (!out) {
+            std::fprintf(stderr, "theorem31: --json: cannot write %s\n", json.c_str());
+            return 1;
+        }
     }
     return 0;
 }

@@ -25,6 +25,7 @@
 #include <dtr/heuristic/by_name.hpp>
 #include <dtr_tools/graph/schedule_checker.hpp>
 #include <dtr_tools/graph/static_graph.hpp>
+#include <dtr_tools/cli.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -38,6 +39,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -64,57 +66,31 @@ struct options {
     bool cpu_time = false;
 };
 
-[[noreturn]] void usage(const std::string& problem) {
-    std::fprintf(stderr,
-                 "dtr-optimal: %s\n"
-                 "usage: dtr-optimal GRAPH.json... [--budgets N] [--time-limit S] [--lp-time-limit S]\n"
-                 "                   [--json FILE] [--strategies a,b,...] [--milp-max-nodes N]\n"
-                 "                   [--lp-max-nodes N] [--samples K] [--preprocess] [--cpu-time] [--log]\n"
-                 "                   [--budget-index i,j,...]\n",
-                 problem.c_str());
-    std::exit(2);
-}
-
-options parse_args(int argc, char** argv) {
-    options o;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        const auto value = [&]() -> std::string {
-            if (i + 1 >= argc) usage("missing value after " + a);
-            return argv[++i];
-        };
-        const auto number = [&](const std::string& v) {
-            char* end = nullptr;
-            const double d = std::strtod(v.c_str(), &end);
-            if (v.empty() || *end != '\0' || !(d >= 0)) usage("bad number for " + a + ": " + v);
-            return d;
-        };
-        if (a == "--budgets") o.budgets = static_cast<std::size_t>(number(value()));
-        else if (a == "--time-limit") o.time_limit = number(value());
-        else if (a == "--lp-time-limit") o.lp_time_limit = number(value());
-        else if (a == "--json") o.json = value();
-        else if (a == "--milp-max-nodes") o.milp_max_nodes = static_cast<std::size_t>(number(value()));
-        else if (a == "--lp-max-nodes") o.lp_max_nodes = static_cast<std::size_t>(number(value()));
-        else if (a == "--samples") o.samples = static_cast<std::size_t>(number(value()));
-        else if (a == "--log") o.log = true;
-        else if (a == "--preprocess") o.preprocess = true;
-        else if (a == "--cpu-time") o.cpu_time = true;
-        else if (a == "--budget-index") {
-            std::stringstream ss(value());
-            for (std::string s; std::getline(ss, s, ',');)
-                if (!s.empty()) o.budget_index.push_back(static_cast<std::size_t>(number(s)));
-        }
-        else if (a == "--strategies") {
-            std::stringstream ss(value());
-            for (std::string s; std::getline(ss, s, ',');)
-                if (!s.empty()) o.strategies.push_back(s);
-        } else if (a == "--help" || a == "-h") usage("help");
-        else if (!a.empty() && a[0] == '-') usage("unknown option " + a);
-        else o.graphs.push_back(a);
-    }
-    if (o.graphs.empty()) usage("no graph given");
-    if (o.budgets < 1) usage("--budgets must be at least 1");
-    return o;
+//! Parses the command line into `o` (the tools' convention: dtr_tools/cli.hpp).
+//! @returns nullopt to go on, else the exit status (0 after --help, 2 after a bad argument).
+std::optional<int> parse_args(int argc, char** argv, options& o) {
+    CLI::App app{"dtr-optimal: Checkmate's MILP (CBC), Chen et al.'s heuristics and DTR on static "
+                 "training graphs"};
+    app.add_option("graphs", o.graphs, "Checkmate graphs (JSON)")->required()->check(CLI::ExistingFile);
+    app.add_option("--budgets", o.budgets, "budgets of the sweep")->check(dtr::tools::positive)->capture_default_str();
+    app.add_option("--time-limit", o.time_limit, "seconds per MILP solve")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    app.add_option("--lp-time-limit", o.lp_time_limit, "seconds per LP relaxation")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    app.add_option("--json", o.json, "write the results as JSON to FILE");
+    app.add_option("--strategies", o.strategies, "strategies to run (comma list or repeated; default all)")
+        ->delimiter(',');
+    app.add_option("--budget-index", o.budget_index, "run only these budgets of the sweep (comma list or repeated)")
+        ->delimiter(',');
+    app.add_option("--milp-max-nodes", o.milp_max_nodes, "largest graph for the MILP")->capture_default_str();
+    app.add_option("--lp-max-nodes", o.lp_max_nodes, "largest graph for the LP rounding")->capture_default_str();
+    app.add_option("--samples", o.samples, "samples of the randomized rounding")->capture_default_str();
+    app.add_flag("--preprocess", o.preprocess, "use CBC's integer preprocessing (CglPreProcess)");
+    app.add_flag("--cpu-time", o.cpu_time, "measure the time limits in CPU time, not elapsed time");
+    app.add_flag("--log", o.log, "show the solver's log");
+    return dtr::tools::parse_command_line(app, argc, argv);
 }
 
 double now_s() {
@@ -480,7 +456,8 @@ std::string cell(const record& x) {
 } // namespace
 
 int main(int argc, char** argv) {
-    const options opt = parse_args(argc, argv);
+    options opt;
+    if (auto status = parse_args(argc, argv, opt)) return *status;
     std::vector<record> all;
     int failures = 0;
     for (const auto& file : opt.graphs) {
