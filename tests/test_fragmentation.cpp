@@ -442,3 +442,28 @@ TEST_CASE("runtime placement constants_high: constants from the top, the rest be
         rt.backend().layout().check_invariants();
     }
 }
+
+TEST_CASE("runtime: a window's cost is its members' scores times their bytes") {
+    // c0 A A c1 B [X] c2 [Y] c3 ... c10 (64-byte units; X and Y evicted). Under LRU, A (128
+    // bytes, last used at 10) has a lower score than B (64 bytes, at 11), but evicting it
+    // costs twice the bytes: 1280 against 704. The window is B with the hole after it.
+    arena_rt rt({.budget = 1024}, dtr::host_arena_backend(1024));
+    std::vector<tensor> constants{rt.constant(64, fill_with(0))};
+    const tensor c0 = constants.front();
+    tensor a = rt.call(mix_op{128}, {c0}, {.cost = 10});
+    constants.push_back(rt.constant(64, fill_with(1)));
+    tensor b = rt.call(add_op{1}, {c0}, {.cost = 1});
+    tensor x = rt.call(add_op{2}, {c0}, {.cost = 1});
+    constants.push_back(rt.constant(64, fill_with(2)));
+    tensor y = rt.call(add_op{3}, {c0}, {.cost = 1});
+    for (int i = 3; i < 11; ++i) constants.push_back(rt.constant(64, fill_with(static_cast<std::uint8_t>(i))));
+    REQUIRE(rt.backend().used_bytes() == 1024);
+    REQUIRE(rt.evict(x));
+    REQUIRE(rt.evict(y));
+    tensor big = rt.call(mix_op{128}, {c0}, {.cost = 1});
+    CHECK(rt.stats().window_evictions == 1);
+    CHECK(rt.is_resident(a));
+    CHECK_FALSE(rt.is_resident(b));
+    CHECK(offset_of(rt, big) == 4 * 64);
+    rt.check_invariants();
+}
