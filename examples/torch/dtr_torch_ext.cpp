@@ -227,7 +227,8 @@ class runtime_iface {
 public:
     virtual ~runtime_iface() = default;
     virtual std::vector<dtr::tensor> call(recipe_op op, std::span<const dtr::tensor> inputs,
-                                          std::size_t outputs, std::vector<std::uint32_t> mutates) = 0;
+                                          std::size_t outputs, std::vector<std::uint32_t> mutates,
+                                          std::optional<dtr::cost_t> cost) = 0;
     //! A constant taking over `storage` (no copy).
     virtual dtr::tensor adopt(const c10::Storage& storage) = 0;
     //! A constant holding a copy of `bytes` bytes at `src`.
@@ -254,9 +255,10 @@ public:
         : table_(table), rt_(opts, torch_backend(table)) {}
 
     std::vector<dtr::tensor> call(recipe_op op, std::span<const dtr::tensor> inputs, std::size_t outputs,
-                                  std::vector<std::uint32_t> mutates) override {
+                                  std::vector<std::uint32_t> mutates, std::optional<dtr::cost_t> cost) override {
         dtr::call_options o;
         o.mutates = std::move(mutates);
+        o.cost = cost;
         return rt_.call_n(outputs, std::move(op), inputs, std::move(o));
     }
     dtr::tensor adopt(const c10::Storage& storage) override {
@@ -763,6 +765,7 @@ public:
     //! Inside loss.backward() / autograd.grad, grad mode is off but what runs is the backward
     //! graph: its results stay rematerializable (no eager constants, no promotion).
     void set_in_backward(bool b) { in_backward_ = b; }
+    void set_deterministic_costs(bool b) { deterministic_costs_ = b; }
     std::size_t promotions() const { return promotions_; }
     std::size_t eager_constants() const { return eager_constants_; }
     std::size_t max_op_bytes() const { return max_op_bytes_; }
@@ -794,6 +797,7 @@ private:
     std::unordered_map<const c10::StorageImpl*, std::weak_ptr<storage_ref>> adopted_;
     std::size_t promotions_ = 0;
     std::size_t eager_constants_ = 0;
+    bool deterministic_costs_ = false;
     bool in_backward_ = false; //!< autograd runs with grad mode off, but computes activations
     std::size_t max_op_bytes_ = 0;
     std::string max_op_name_;
@@ -1124,7 +1128,15 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
 
     std::vector<dtr::tensor> outs;
     try {
-        outs = rt_->call(recipe_op{r}, in_handles, n_out, std::move(mutates));
+        std::optional<dtr::cost_t> cost;
+        if (deterministic_costs_) {
+            // Reproducible runs (tests): a cost that depends on the program only, not on the
+            // machine's timing: the bytes the operator reads, plus a constant per call.
+            dtr::cost_t c = 4096;
+            for (const ref_ptr& in : inputs) c += static_cast<dtr::cost_t>(in->nbytes());
+            cost = c;
+        }
+        outs = rt_->call(recipe_op{r}, in_handles, n_out, std::move(mutates), cost);
     } catch (const dtr::out_of_memory& e) {
         raise(oom_type_, info.name + ": " + e.what());
     } catch (const dtr::thrashing& e) {
@@ -1238,6 +1250,7 @@ PYBIND11_MODULE(_dtr_torch, m) {
              })
         .def("promote", &bridge::promote)
         .def("set_in_backward", &bridge::set_in_backward)
+        .def("set_deterministic_costs", &bridge::set_deterministic_costs)
         .def("leaf_grads", [](bridge& b) { return b.leaf_grads(false); })
         .def("leaf_grad_pairs", [](bridge& b) { return b.leaf_grads(true); })
         .def("drop_adoption_refs", &bridge::drop_adoption_refs)

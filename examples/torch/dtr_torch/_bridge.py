@@ -154,10 +154,14 @@ class Runtime:
     device:      where tensors live ("cpu"; "cuda" with a CUDA build of PyTorch)
     remat_limit: total rematerialization time (ns) after which operators fail with
                  ThrashingError (None: no limit)
+    deterministic_costs: record each operator's cost as the bytes it reads (plus a constant)
+                 instead of its measured time, so that eviction decisions, and so whether a
+                 tight budget fits, do not depend on the machine's timing (tests)
     """
 
     def __init__(self, budget: Optional[int] = None, heuristic: str = "dtr_eqclass",
-                 device: str = "cpu", remat_limit: Optional[float] = None):
+                 device: str = "cpu", remat_limit: Optional[float] = None,
+                 deterministic_costs: bool = False):
         b = (1 << 64) - 1 if budget is None else int(budget)
         if b <= 0:
             raise ValueError(f"dtr_torch.Runtime: budget must be positive, got {budget}")
@@ -165,6 +169,7 @@ class Runtime:
                                    ThrashingError)
         if remat_limit is not None:
             self._bridge.set_remat_limit(float(remat_limit))
+        self._bridge.set_deterministic_costs(bool(deterministic_costs))
         self._mode: Optional[_Mode] = None
         self._saved_backward = None
         self.device = torch.device(device)
@@ -188,6 +193,13 @@ class Runtime:
             finally:
                 bridge.set_in_backward(False)
             self._promote_grads()
+            # The loss outlives its backward in most loops (`loss` is overwritten only by the
+            # next step): as a constant it no longer keeps the step's lineage, and with it the
+            # parameter versions the step read, alive through the optimizer step.
+            roots = args[0] if args else kwargs.get("tensors")
+            for t in (roots if isinstance(roots, (list, tuple)) else [roots]):
+                if isinstance(t, DTRTensor) and getattr(t, "_dtr_rt", None) is self:
+                    bridge.promote(t._dtr_ref)
             return out
 
         def grad(*args, **kwargs):

@@ -106,7 +106,7 @@ def check_model(name, make, steps=2, opt="sgd", floor_multiples=(2.8, 2.2), heur
     print(f"{name} ({opt}): peak {peak}, physical floor {floor} = {floor / peak:.2f} of the peak")
     for label, budget in budgets:
         assert budget <= peak, f"{name}: {label} = {budget} is above the peak {peak}: activations do not dominate"
-        rt = dtr_torch.Runtime(budget=budget, heuristic=heuristic)
+        rt = dtr_torch.Runtime(deterministic_costs=True, budget=budget, heuristic=heuristic)
         got = train(make, steps, rt, opt=opt)
         st = rt.stats()
         assert_identical(ref, got, f"{name} at {label}")

@@ -34,8 +34,8 @@ def main():
         ref = train(make, 3)
         peak, floor = peak_of(make, 3)
         print(f"{name}: peak {peak}, physical floor {floor} ({floor / peak:.2f})")
-        for ratio in (None, 1.0, 0.85, max(0.5, 1.15 * floor / peak)):
-            rt = dtr_torch.Runtime(budget=None if ratio is None else int(peak * ratio))
+        for ratio in (None, 1.0, 0.9, max(0.5, 1.2 * floor / peak)):
+            rt = dtr_torch.Runtime(deterministic_costs=True, budget=None if ratio is None else int(peak * ratio))
             got = train(make, 3, rt)
             st = rt.stats()
             assert_identical(ref, got, f"{name} ratio {ratio}")

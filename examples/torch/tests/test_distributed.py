@@ -40,7 +40,7 @@ def worker(mode, rank, port, out):
         steps()
     else:
         peak = int(os.environ["DTR_PEAK"]) if "DTR_PEAK" in os.environ else None
-        rt = dtr_torch.Runtime(budget=None if peak is None else int(peak * (0.75 + 0.1 * rank)))
+        rt = dtr_torch.Runtime(deterministic_costs=True, budget=None if peak is None else int(peak * (0.75 + 0.1 * rank)))
         with rt:
             steps()
         st = rt.stats()

@@ -21,7 +21,7 @@ def main():
     model, inputs, loss_fn = make()
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     torch.manual_seed(1)
-    rt = dtr_torch.Runtime(budget=floor // 3)
+    rt = dtr_torch.Runtime(deterministic_costs=True, budget=floor // 3)
     losses = []
     with rt:
         try:
