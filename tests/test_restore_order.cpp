@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Restore orders (runtime_options::restore): the default, evicted_first, pins only what each
-// recomputed operator needs, so a deep restore with a resident side input at every level fits
-// a budget the simulator's order cannot; both give the unbudgeted run's bytes.
+// Restore pinning (runtime_options::restore): under the default, yield_when_full, the frames
+// waiting on a deep restore give their pins up when nothing else can be evicted, so a restore
+// with a resident side input at every level fits a budget that holding every pin (the
+// simulator) cannot; both give the unbudgeted run's bytes, and the same choices where both fit.
 #include "support/byte_ops.hpp"
 
 #include <dtr/heuristic/dtr_eqclass.hpp>
@@ -31,8 +32,8 @@ struct ladder_result {
 //! c_1 = f(x), c_i = g(b_i, c_{i-1}) is evicted and released except for its end. Reading c_k
 //! recomputes the whole chain; in the simulator's order every level keeps its b_i pinned.
 template <class H>
-ladder_result ladder(std::size_t k, std::size_t budget, dtr::restore_order order) {
-    dtr::runtime<dtr::host_backend, H> rt({.budget = budget, .restore = order});
+ladder_result ladder(std::size_t k, std::size_t budget, dtr::restore_pins pins) {
+    dtr::runtime<dtr::host_backend, H> rt({.budget = budget, .restore = pins});
     tensor x = rt.constant(unit, fill_with(3));
     std::vector<tensor> b(k + 1), c(k + 1);
     c[1] = rt.call(add_op{1}, {x}, {.cost = 1.0});
@@ -56,27 +57,27 @@ ladder_result ladder(std::size_t k, std::size_t budget, dtr::restore_order order
 
 } // namespace
 
-TEST_CASE("evicted_first restores a deep ladder under a budget the simulator's order cannot meet") {
+TEST_CASE("yield_when_full restores a deep ladder under a budget that holding every pin cannot meet") {
     constexpr std::size_t k = 12;
-    const auto reference = ladder<dtr::heuristics::lru>(k, dtr::unlimited, dtr::restore_order::simulator);
+    const auto reference = ladder<dtr::heuristics::lru>(k, dtr::unlimited, dtr::restore_pins::hold);
     REQUIRE(reference.value);
     // x, the k-1 side inputs and the end of the chain are resident before the read: with
     // unlimited budget nothing was evicted except by evict() itself.
     for (std::size_t budget_units : {k + 1, std::size_t{8}, std::size_t{6}}) {
         const std::size_t budget = budget_units * unit + (k - 1) * unit; // room for the side inputs too
         INFO("budget ", budget_units, " units beyond the side inputs");
-        const auto faithful = ladder<dtr::heuristics::lru>(k, budget, dtr::restore_order::simulator);
-        const auto fewer = ladder<dtr::heuristics::lru>(k, budget, dtr::restore_order::evicted_first);
+        const auto faithful = ladder<dtr::heuristics::lru>(k, budget, dtr::restore_pins::hold);
+        const auto fewer = ladder<dtr::heuristics::lru>(k, budget, dtr::restore_pins::yield_when_full);
         REQUIRE(fewer.value);
         CHECK(*fewer.value == *reference.value);
         if (faithful.value) CHECK(*faithful.value == *reference.value);
     }
     // Without room beyond the side inputs: each level needs b_i, c_{i-1} and c_i (3 units)
-    // plus x; the simulator's order pins every b_i at once and fails, evicted_first evicts
-    // side inputs it will restore and succeeds.
+    // plus x; holding pins every b_i at once and fails, yielding lets the waiting levels' side
+    // inputs go (they are restored when their level resumes) and succeeds.
     const std::size_t tight = 5 * unit;
-    const auto faithful = ladder<dtr::heuristics::lru>(k, tight, dtr::restore_order::simulator);
-    const auto fewer = ladder<dtr::heuristics::lru>(k, tight, dtr::restore_order::evicted_first);
+    const auto faithful = ladder<dtr::heuristics::lru>(k, tight, dtr::restore_pins::hold);
+    const auto fewer = ladder<dtr::heuristics::lru>(k, tight, dtr::restore_pins::yield_when_full);
     CHECK_FALSE(faithful.value);
     CHECK(faithful.pinned_at_failure >= 5 * unit);
     REQUIRE(fewer.value);
@@ -84,15 +85,16 @@ TEST_CASE("evicted_first restores a deep ladder under a budget the simulator's o
     CHECK(fewer.rematerializations >= k);
 }
 
-TEST_CASE("both restore orders give identical bytes on the same ladder at generous budgets") {
+TEST_CASE("both pinning modes give identical bytes and choices on the same ladder at generous budgets") {
     for (std::size_t k : {2, 3, 7}) {
-        const auto reference = ladder<dtr::heuristics::dtr_eqclass>(k, dtr::unlimited, dtr::restore_order::evicted_first);
-        const auto faithful = ladder<dtr::heuristics::dtr_eqclass>(k, (2 * k + 2) * unit, dtr::restore_order::simulator);
-        const auto fewer = ladder<dtr::heuristics::dtr_eqclass>(k, (2 * k + 2) * unit, dtr::restore_order::evicted_first);
+        const auto reference = ladder<dtr::heuristics::dtr_eqclass>(k, dtr::unlimited, dtr::restore_pins::yield_when_full);
+        const auto faithful = ladder<dtr::heuristics::dtr_eqclass>(k, (2 * k + 2) * unit, dtr::restore_pins::hold);
+        const auto fewer = ladder<dtr::heuristics::dtr_eqclass>(k, (2 * k + 2) * unit, dtr::restore_pins::yield_when_full);
         REQUIRE(reference.value);
         REQUIRE(faithful.value);
         REQUIRE(fewer.value);
         CHECK(*faithful.value == *reference.value);
         CHECK(*fewer.value == *reference.value);
+        CHECK(fewer.rematerializations == faithful.rematerializations);
     }
 }

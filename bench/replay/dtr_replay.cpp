@@ -4,7 +4,8 @@
 // simulator does (budget = ratio x peak memory of an unlimited run).
 //
 //   dtr-replay [--heuristic NAME]... [--ratio R]... [--dealloc eager|banish] [--search S]
-//              [--thrash-limit X] [--seed N] [--jobs N] [--json FILE] [--why] LOG...
+//              [--thrash-limit X] [--seed N] [--jobs N] [--json FILE] [--why]
+//              [--restore-pins hold|yield] LOG...
 //
 // Heuristics and search strategies are the library's (dtr::heuristics::with_heuristic,
 // dtr::search::with_strategy). Without --heuristic, the paper's policies run (dtr, dtr_eqclass,
@@ -57,7 +58,8 @@ struct baseline {
     if (!problem.empty()) std::fprintf(stderr, "dtr-replay: %s\n", problem.c_str());
     std::fprintf(stderr,
                  "usage: dtr-replay [--heuristic NAME]... [--ratio R]... [--dealloc eager|banish]\n"
-                 "                  [--search S] [--thrash-limit X] [--seed N] [--jobs N] [--json FILE] [--why] LOG...\n"
+                 "                  [--search S] [--thrash-limit X] [--seed N] [--jobs N] [--json FILE] [--why]\n"
+                 "                  [--restore-pins hold|yield] LOG...\n"
                  "                  [--arena] [--fragmentation window|one_by_one] [--placement best_fit|constants_high]\n"
                  "heuristics: %s\nsearch strategies: %s\n",
                  dtr_bench::heuristic_names().c_str(), dtr_bench::search_names().c_str());
@@ -81,6 +83,8 @@ int main(int argc, char** argv) {
     std::vector<double> ratios;
     std::string json, search = "exhaustive";
     dtr::dealloc_policy dealloc = dtr::dealloc_policy::eager_evict;
+    // The simulator's pinning by default, so that results compare with its own.
+    dtr::restore_pins restore = dtr::restore_pins::hold;
     double thrash_limit = 2.0;
     unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
     std::optional<std::uint64_t> seed;
@@ -120,6 +124,11 @@ int main(int argc, char** argv) {
                 if (d == "eager") dealloc = dtr::dealloc_policy::eager_evict;
                 else if (d == "banish") dealloc = dtr::dealloc_policy::banish;
                 else usage("--dealloc takes eager or banish, not " + d);
+            } else if (arg == "--restore-pins") {
+                const std::string r = value();
+                if (r == "hold") restore = dtr::restore_pins::hold;
+                else if (r == "yield") restore = dtr::restore_pins::yield_when_full;
+                else usage("--restore-pins takes hold or yield, not " + r);
             } else if (arg == "--help" || arg == "-h") usage("");
             else if (!arg.empty() && arg[0] == '-') usage("unknown option " + arg);
             else logs.push_back(arg);
@@ -178,6 +187,7 @@ int main(int argc, char** argv) {
             dtr::replay::replay_options options;
             options.budget = static_cast<std::size_t>(t.ratio * static_cast<double>(b.peak));
             options.dealloc = dealloc;
+            options.restore = restore;
             options.thrash_limit = thrash_limit;
             options.baseline_compute = b.compute;
             options.arena_alignment = arena_alignment;
@@ -255,6 +265,7 @@ int main(int argc, char** argv) {
                     << ", \"window_evictions\": " << r.stats.window_evictions
                     << ", \"allocation_retries\": " << r.stats.allocation_retries
                     << ", \"region_peak_bytes\": " << r.region_peak;
+            if (restore != dtr::restore_pins::hold) out << ", \"restore_pins\": \"yield\"";
             if (!r.error.empty()) out << ", \"error\": \"" << json_escape(r.error) << "\"";
             out << "}"
                 << (i + 1 < tasks.size() ? "," : "") << "\n";

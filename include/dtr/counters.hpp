@@ -22,6 +22,7 @@ struct counters {
     std::uint64_t allocations = 0;        //!< successful backend allocations
     std::uint64_t bytes_allocated = 0;    //!< total bytes of those allocations
     std::uint64_t allocation_retries = 0; //!< backend refusals inside the budget (fragmentation)
+    std::uint64_t pin_yields = 0;         //!< restores whose waiting frames gave their pins up
     std::size_t resident_bytes = 0;       //!< gauge: bytes resident now
     std::size_t peak_resident_bytes = 0;  //!< gauge: highest resident_bytes so far
     std::uint64_t heuristic_evaluations = 0; //!< scores computed while choosing victims

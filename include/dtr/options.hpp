@@ -73,18 +73,19 @@ enum class placement_policy : std::uint8_t {
     constants_high,
 };
 
-//! @brief In which order a rematerialization secures the inputs of each operator it
-//! recomputes, and so how much it pins at once (see docs/design.md, "Rematerialization").
-enum class restore_order : std::uint8_t {
-    //! Restore the evicted inputs first, leaving the resident ones unpinned (evictable)
-    //! meanwhile, pinning each restored input as it arrives; then pin the rest, and restore
-    //! again whatever was evicted in between. A deep or wide restore then pins little more
-    //! than the operator being recomputed needs.
-    evicted_first,
-    //! Pin the inputs already resident, then restore the evicted ones in order: the
-    //! published DTR simulator's order, for replays that make the same choices as it does.
-    //! Every frame of a deep restore keeps its inputs pinned at once.
-    simulator,
+//! @brief Whether a rematerialization may take back the pins of the operators waiting on it
+//! (see docs/design.md, "Rematerialization").
+enum class restore_pins : std::uint8_t {
+    //! Each operator being restored pins its resident inputs first, then restores the
+    //! evicted ones (the published simulator's order), and when an allocation finds nothing
+    //! evictable, the operators lower on the restore stack give their pins up and
+    //! re-validate (restoring what they lost) when they resume. Where memory suffices this
+    //! makes exactly the choices of `hold`; where `hold` runs out of memory with most of the
+    //! budget pinned by a deep or wide restore, this goes on.
+    yield_when_full,
+    //! Every operator on the restore stack keeps its inputs pinned until it runs: the DTR
+    //! simulator, for replays that fail where it fails.
+    hold,
 };
 
 //! @brief Construction-time settings of a runtime.
@@ -99,8 +100,8 @@ struct runtime_options {
     //! dtr::thrashing instead of recomputing on: a budget too tight for the program makes
     //! recomputation grow without bound. Default: no limit.
     cost_t remat_limit = std::numeric_limits<cost_t>::infinity();
-    //! How rematerializations pin the inputs of what they recompute.
-    restore_order restore = restore_order::evicted_first;
+    //! Whether a deep restore may take back the pins of the operators waiting on it.
+    restore_pins restore = restore_pins::yield_when_full;
     //! What to evict when the backend refuses an allocation the budget allows.
     fragmentation_policy fragmentation = fragmentation_policy::window;
     //! Where an arena backend places blocks.

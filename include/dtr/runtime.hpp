@@ -276,11 +276,10 @@ private:
     //! One step of the rematerialization work stack: an operator waiting for its inputs.
     struct frame {
         op_t* op;
-        std::uint32_t next_input; //!< scan position: inputs before it need nothing now
-        //! simulator: the inputs resident on arrival are pinned; evicted_first: the deep
-        //! evicted inputs are done and the scan is at the shallow ones.
-        bool started;
-        std::int32_t awaiting = -1; //!< evicted_first: the input whose producer is being run
+        std::uint32_t next_input; //!< inputs before it are pinned
+        bool started;             //!< the inputs resident on arrival are pinned
+        bool yielded = false;     //!< its pins were given up (yield_frame_pins): re-validate
+        std::uint8_t yields = 0;  //!< how often it gave them up
     };
 
     //! Marks the runtime busy for one public operation; releases that happen meanwhile
@@ -330,10 +329,9 @@ private:
     // ---- residency ----------------------------------------------------------------------
     void touch_inputs(op_t& op);
     void secure_inputs(op_t& root);
-    void secure_simulator_order(op_t& root);
-    void secure_evicted_first(op_t& root);
-    void push_restore(edge_t& e);
-    void finish_restore_frame();
+    //! Under restore_pins::yield_when_full, unpins the inputs of the restore frames below
+    //! the top; @return whether anything was released (the caller may evict again).
+    bool yield_frame_pins() noexcept;
     //! Recomputes `op`, whose inputs are pinned, and unpins them (also on failure).
     void rematerialize(op_t& op);
     void unpin_inputs(op_t& op) noexcept;

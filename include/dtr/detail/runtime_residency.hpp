@@ -37,13 +37,54 @@ template <class B, class H>
 void runtime<B, H>::secure_inputs(op_t& root) {
     // Pins every input of `root`, rematerializing the evicted ones. A work stack replaces
     // recursion so that a chain of a million evicted storages needs no deep C++ stack.
+    //
+    // Each frame first pins the inputs already resident (they cannot be lost while the
+    // others are recomputed), then restores the evicted ones in order, pinning each as it
+    // becomes resident: the DTR simulator's order, so replays make the same choices. Under
+    // restore_pins::yield_when_full, frames below the top give their pins up when an
+    // allocation finds nothing else to evict (yield_frame_pins); such a frame re-validates
+    // when it is on top again, restoring what it lost.
     frames_.clear();
     frames_.push_back({&root, 0, false});
     try {
-        if (options_.restore == restore_order::simulator)
-            secure_simulator_order(root);
-        else
-            secure_evicted_first(root);
+        for (;;) {
+            frame& f = frames_.back();
+            op_t* op = f.op;
+            if (f.yielded) { // its pins were given up while frames above it ran
+                f.yielded = false;
+                f.started = false;
+                f.next_input = 0;
+            }
+            if (!f.started) {
+                f.started = true;
+                for (std::uint32_t i = 0; i < op->n_inputs; ++i) {
+                    edge_t& e = op->in[i];
+                    if (!e.pinned && e.storage->is_resident) {
+                        pin(e.storage);
+                        e.pinned = true;
+                    }
+                }
+            }
+            while (f.next_input < op->n_inputs && op->in[f.next_input].pinned) ++f.next_input;
+            if (f.next_input < op->n_inputs) {
+                edge_t& e = op->in[f.next_input];
+                if (e.storage->is_resident) { // restored meanwhile, e.g. as a sibling
+                    pin(e.storage);
+                    e.pinned = true;
+                } else {
+                    op_t* producer = e.storage->producer;
+                    if (producer == nullptr)
+                        throw logic_error("dtr: internal error: storage #" + std::to_string(e.storage->sid) +
+                                          " is evicted without a recipe");
+                    touch_inputs(*producer);
+                    frames_.push_back({producer, 0, false}); // invalidates f
+                }
+                continue;
+            }
+            if (op == &root) break; // the caller runs it
+            rematerialize(*op);
+            frames_.pop_back();
+        }
     } catch (...) {
         for (const frame& f : frames_) unpin_inputs(*f.op);
         frames_.clear();
@@ -53,13 +94,26 @@ void runtime<B, H>::secure_inputs(op_t& root) {
 }
 
 template <class B, class H>
-void runtime<B, H>::push_restore(edge_t& e) {
-    op_t* producer = e.storage->producer;
-    if (producer == nullptr)
-        throw logic_error("dtr: internal error: storage #" + std::to_string(e.storage->sid) +
-                          " is evicted without a recipe");
-    touch_inputs(*producer);
-    frames_.push_back({producer, 0, false}); // invalidates references to frames
+bool runtime<B, H>::yield_frame_pins() noexcept {
+    // Only frames below the top: the top one's inputs are those of the operator being
+    // recomputed. A frame yields at most max_yields times, so a restore that cannot fit
+    // ends in out_of_memory instead of going round for ever.
+    if (options_.restore != restore_pins::yield_when_full || frames_.size() < 2) return false;
+    constexpr std::uint8_t max_yields = 2;
+    bool released = false;
+    for (std::size_t i = 0; i + 1 < frames_.size(); ++i) {
+        frame& f = frames_[i];
+        if (f.yields >= max_yields) continue;
+        bool had_pins = false;
+        for (std::uint32_t k = 0; k < f.op->n_inputs && !had_pins; ++k) had_pins = f.op->in[k].pinned;
+        if (!had_pins) continue;
+        unpin_inputs(*f.op);
+        f.yielded = true;
+        ++f.yields;
+        released = true;
+    }
+    if (released) ++counters_.pin_yields;
+    return released;
 }
 
 template <class B, class H>
@@ -74,117 +128,6 @@ void runtime<B, H>::rematerialize(op_t& op) {
     // A recomputed dependent may make a pending banishment safe.
     for (std::uint32_t i = 0; i < op.n_inputs; ++i)
         if (op.in[i].storage->banish_pending) enqueue(op.in[i].storage);
-}
-
-template <class B, class H>
-void runtime<B, H>::finish_restore_frame() {
-    op_t* op = frames_.back().op;
-    rematerialize(*op);
-    frames_.pop_back();
-}
-
-template <class B, class H>
-void runtime<B, H>::secure_simulator_order(op_t& root) {
-    // Each frame first pins the inputs already resident (they cannot be lost while the
-    // others are recomputed), then restores the evicted ones in order, pinning each as it
-    // becomes resident: the DTR simulator's order, so replays make the same choices. Every
-    // frame on the stack holds all its resident inputs pinned.
-    for (;;) {
-        frame& f = frames_.back();
-        op_t* op = f.op;
-        if (!f.started) {
-            f.started = true;
-            for (std::uint32_t i = 0; i < op->n_inputs; ++i) {
-                edge_t& e = op->in[i];
-                if (e.storage->is_resident) {
-                    pin(e.storage);
-                    e.pinned = true;
-                }
-            }
-        }
-        while (f.next_input < op->n_inputs && op->in[f.next_input].pinned) ++f.next_input;
-        if (f.next_input < op->n_inputs) {
-            edge_t& e = op->in[f.next_input];
-            if (e.storage->is_resident) { // restored meanwhile, e.g. as a sibling
-                pin(e.storage);
-                e.pinned = true;
-            } else {
-                push_restore(e);
-            }
-            continue;
-        }
-        if (op == &root) return; // the caller runs it
-        finish_restore_frame();
-    }
-}
-
-template <class B, class H>
-void runtime<B, H>::secure_evicted_first(op_t& root) {
-    // A frame restores its evicted inputs before pinning anything else, and pins each as it
-    // arrives; the inputs resident on arrival stay evictable meanwhile (they were just
-    // touched, so staleness-aware policies keep them). Among the evicted inputs, those whose
-    // own recipe needs a restore (deep) go first, while the frame pins the least, and those
-    // recomputable at once (shallow) last. Then the frame pins what is still resident and,
-    // if something was evicted meanwhile, goes round once more: each input is pinned once
-    // restored, so a frame goes round at most twice.
-    auto has_evicted_input = [](const op_t& op) {
-        for (std::uint32_t i = 0; i < op.n_inputs; ++i)
-            if (!op.in[i].storage->is_resident) return true;
-        return false;
-    };
-    for (;;) {
-        frame& f = frames_.back();
-        op_t* op = f.op;
-        if (f.awaiting >= 0) { // back from restoring this input: keep it
-            edge_t& e = op->in[f.awaiting];
-            f.awaiting = -1;
-            if (e.storage->is_resident && !e.pinned) {
-                pin(e.storage);
-                e.pinned = true;
-            }
-        }
-        // f.started marks the shallow phase; next_input scans within the phase.
-        bool found = false;
-        for (;;) {
-            while (f.next_input < op->n_inputs) {
-                const edge_t& e = op->in[f.next_input];
-                if (!e.pinned && !e.storage->is_resident &&
-                    (f.started || e.storage->producer == nullptr || has_evicted_input(*e.storage->producer))) {
-                    found = true;
-                    break;
-                }
-                ++f.next_input;
-            }
-            if (found || f.started) break;
-            f.started = true; // deep inputs done: now the shallow ones
-            f.next_input = 0;
-        }
-        if (found) {
-            f.awaiting = static_cast<std::int32_t>(f.next_input);
-            push_restore(op->in[f.next_input]);
-            continue;
-        }
-        // Pin what stayed resident; anything evicted while the others were restored sends
-        // the frame round once more.
-        bool lost = false;
-        for (std::uint32_t i = 0; i < op->n_inputs; ++i) {
-            edge_t& e = op->in[i];
-            if (e.pinned) continue;
-            if (e.storage->is_resident) {
-                pin(e.storage);
-                e.pinned = true;
-            } else {
-                lost = true;
-            }
-        }
-        if (lost) {
-            f.started = false;
-            f.next_input = 0;
-            continue;
-        }
-        if (op == &root) return; // the caller runs it
-        finish_restore_frame();
-    }
 }
 
 template <class B, class H>
@@ -223,7 +166,10 @@ auto runtime<B, H>::allocate(std::size_t bytes) -> pointer {
     bool refused = false; // the backend refused this request once already
     while (bytes > options_.budget - counters_.resident_bytes) {
         storage_t* victim = choose_victim();
-        if (victim == nullptr) throw_out_of_memory(bytes, false);
+        if (victim == nullptr) {
+            if (yield_frame_pins()) continue; // a restore's lower frames let go: try again
+            throw_out_of_memory(bytes, false);
+        }
         evict_storage(victim, false);
     }
     for (;;) {
@@ -260,14 +206,20 @@ auto runtime<B, H>::allocate(std::size_t bytes) -> pointer {
         }
         if (!system_refused) {
             const window_outcome w = evict_window(bytes);
-            if (w == window_outcome::none) throw_out_of_memory(bytes, true);
+            if (w == window_outcome::none) {
+                if (yield_frame_pins()) continue;
+                throw_out_of_memory(bytes, true);
+            }
             if (w == window_outcome::evicted) {
                 ++counters_.allocation_retries;
                 continue;
             }
         }
         storage_t* victim = choose_victim();
-        if (victim == nullptr) throw_out_of_memory(bytes, true, system_refused);
+        if (victim == nullptr) {
+            if (yield_frame_pins()) continue;
+            throw_out_of_memory(bytes, true, system_refused);
+        }
         ++counters_.allocation_retries;
         evict_storage(victim, false);
     }

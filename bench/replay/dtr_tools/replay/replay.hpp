@@ -70,9 +70,9 @@ struct replay_options {
     //! Constants stay resident to the end even when no name refers to them any more (the
     //! simulator pins them); otherwise they are freed once unreferenced and undepended on.
     bool keep_constants = true;
-    //! The simulator's restore order by default, so that replays make its choices; the
-    //! runtime's own default (evicted_first) pins less and reaches lower budgets.
-    restore_order restore = restore_order::simulator;
+    //! The simulator's pinning by default, so that replays fail where it fails; the
+    //! runtime's own default (yield_when_full) goes on where holding every pin runs out.
+    restore_pins restore = restore_pins::hold;
     //! 0: the sim backend's endless address space (no fragmentation; the simulator's model).
     //! Otherwise a simulated region of exactly `budget` bytes laid out by dtr::arena with this
     //! alignment (sim_backend::with_arena), as device memory would be: allocations can then be
