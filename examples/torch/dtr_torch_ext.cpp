@@ -567,6 +567,9 @@ struct op_info {
     bool random = false;
     int generator_arg = -1;
     int first_list_arg = -1;
+    //! The out-of-place form of an in-place operator (relu_ -> relu, add_.Tensor -> add.Tensor),
+    //! or None: an OpInfo. See "in-place without a copy" in bridge::dispatch_impl.
+    py::object functional = py::none();
 };
 
 // ---------------------------------------------------------------------------------------
@@ -624,6 +627,10 @@ public:
             ref_ptr ref = adopt(t);
             // The plain tensor's Python object keeps the reference (and so the constant) alive.
             py::setattr(obj, "_dtr_ref", py::cast(ref));
+            // A leaf that requires grad (a parameter): its incoming gradients become constants
+            // as they arrive (see Runtime._leaf_hook).
+            if (!leaf_callback_.is_none() && t.requires_grad() && !t.grad_fn())
+                leaf_callback_(py::reinterpret_borrow<py::object>(obj));
             return ref;
         }
         {
@@ -766,6 +773,9 @@ public:
     //! graph: its results stay rematerializable (no eager constants, no promotion).
     void set_in_backward(bool b) { in_backward_ = b; }
     void set_deterministic_costs(bool b) { deterministic_costs_ = b; }
+    void set_inplace_rewrite(bool b) { inplace_rewrite_disabled_ = !b; }
+    std::size_t inplace_rewrites() const { return inplace_rewrites_; }
+    void set_leaf_callback(py::object f) { leaf_callback_ = std::move(f); }
     std::size_t promotions() const { return promotions_; }
     std::size_t eager_constants() const { return eager_constants_; }
     std::size_t max_op_bytes() const { return max_op_bytes_; }
@@ -798,6 +808,9 @@ private:
     std::size_t promotions_ = 0;
     std::size_t eager_constants_ = 0;
     bool deterministic_costs_ = false;
+    bool inplace_rewrite_disabled_ = false;
+    std::size_t inplace_rewrites_ = 0;
+    py::object leaf_callback_ = py::none();
     bool in_backward_ = false; //!< autograd runs with grad mode off, but computes activations
     std::size_t max_op_bytes_ = 0;
     std::string max_op_name_;
@@ -944,6 +957,51 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
     };
 
     const auto& rets = schema.returns();
+
+    // ---- in-place without a copy ----------------------------------------------------------
+    // A copy-on-write mutation copies the old version before the operator updates it. When the
+    // operator writes only `self`, `self` is the whole of a dense storage and no other argument
+    // shares it, its out-of-place form computes the same bytes straight into a fresh storage:
+    // the storage reference (and so every view of it, and the plain tensors sharing it) moves
+    // to that result, as a mutation would move it to the new version. Same memory, no copy.
+    if (writes && !info.functional.is_none() && r->slots.size() >= 1 && !found.empty() &&
+        found[0].arg == 0 && !inplace_rewrite_disabled_) {
+        const found_tensor& self = found[0];
+        const at::Tensor& st = self.t;
+        bool ok = mutated[input_of(self.ref)] && st.is_contiguous() && st.storage_offset() == 0 &&
+                  static_cast<std::size_t>(st.numel()) * st.element_size() == self.ref->nbytes();
+        for (std::size_t i = 1; ok && i < found.size(); ++i)
+            if (found[i].ref.get() == self.ref.get() ||
+                (found[i].t.dim() > 0 && found[i].t.scalar_type() != st.scalar_type()))
+                ok = false;
+        for (std::size_t i = 0; ok && i < inputs.size(); ++i)
+            if (mutated[i] && inputs[i].get() != self.ref.get()) ok = false;
+        const bool self_constant = !rt_->is_rematerializable(self.ref->handle);
+        const bool state_update = !c10::GradMode::is_enabled() && !in_backward_;
+        if (ok && (self_constant || state_update)) {
+            // the result must come out a constant: every input a constant, under no_grad
+            if (!state_update) ok = false;
+            if (ok && !self_constant) promote(self.ref);
+            for (std::size_t i = 0; ok && i < inputs.size(); ++i)
+                if (rt_->is_rematerializable(inputs[i]->handle)) ok = false;
+        }
+        if (ok) {
+            const op_info& f = info.functional.cast<const op_info&>();
+            py::object out = dispatch_impl(f, args, kwargs);
+            const at::Tensor& o = THPVariable_Unpack(out.ptr());
+            ref_ptr oref = py::getattr(out, "_dtr_ref").cast<ref_ptr>();
+            if (o.sizes() != st.sizes() || o.strides() != st.strides() || o.storage_offset() != 0 ||
+                o.scalar_type() != st.scalar_type() || oref->nbytes() != self.ref->nbytes())
+                unsupported(info.name + ": its out-of-place form " + f.name +
+                            " produced another layout (report this: the rewrite's preconditions are wrong)");
+            if (self_constant && !is_constant(oref))
+                unsupported(info.name + ": out-of-place form of a constant's update is not a constant");
+            self.ref->handle = oref->handle;
+            ++inplace_rewrites_;
+            if (!self.ref->plains.empty()) follow_mutation(self.ref);
+            return arg_object(0);
+        }
+    }
     // ---- in-place metadata operators --------------------------------------------------------
     if (info.kind == op_info::detach_inplace) return arg_object(0);
     if (info.kind == op_info::inplace_view)
@@ -1217,7 +1275,7 @@ PYBIND11_MODULE(_dtr_torch, m) {
     py::class_<op_info>(m, "OpInfo")
         .def(py::init([](const std::string& name, const std::string& overload, int kind,
                          std::vector<std::pair<int, int>> writes, std::vector<int> return_alias, bool random,
-                         int generator_arg, int first_list_arg) {
+                         int generator_arg, int first_list_arg, py::object functional) {
             auto h = c10::Dispatcher::singleton().findSchema({name, overload});
             if (!h) throw std::invalid_argument("dtr_torch: no ATen operator " + name + "." + overload);
             op_info i;
@@ -1229,6 +1287,7 @@ PYBIND11_MODULE(_dtr_torch, m) {
             i.random = random;
             i.generator_arg = generator_arg;
             i.first_list_arg = first_list_arg;
+            i.functional = std::move(functional);
             if (i.return_alias.size() != h->schema().returns().size())
                 throw std::invalid_argument("dtr_torch: return_alias does not match " + i.name);
             return i;
@@ -1251,6 +1310,8 @@ PYBIND11_MODULE(_dtr_torch, m) {
         .def("promote", &bridge::promote)
         .def("set_in_backward", &bridge::set_in_backward)
         .def("set_deterministic_costs", &bridge::set_deterministic_costs)
+        .def("set_inplace_rewrite", &bridge::set_inplace_rewrite)
+        .def("set_leaf_callback", &bridge::set_leaf_callback)
         .def("leaf_grads", [](bridge& b) { return b.leaf_grads(false); })
         .def("leaf_grad_pairs", [](bridge& b) { return b.leaf_grads(true); })
         .def("drop_adoption_refs", &bridge::drop_adoption_refs)
@@ -1289,6 +1350,7 @@ PYBIND11_MODULE(_dtr_torch, m) {
             d["budget"] = b.rt().budget();
             d["promotions"] = b.promotions();
             d["eager_constants"] = b.eager_constants();
+            d["inplace_rewrites"] = b.inplace_rewrites();
             d["max_op_bytes"] = b.max_op_bytes();
             d["max_op"] = b.max_op_name();
             d["calls"] = b.calls();

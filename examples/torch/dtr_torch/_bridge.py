@@ -55,10 +55,20 @@ def _info(func):
         return _PASS
     k = _schema.classify(func)
     kind = k.kind
-    if s.name.split("::")[-1] in _METADATA_INPLACE:
+    name = s.name.split("::")[-1]
+    if name in _METADATA_INPLACE:
         kind = _schema.INPLACE_VIEW
+    functional = None
+    if (kind == _schema.COMPUTE and name.endswith("_") and not name.startswith("_") and not k.random
+            and k.writes == ((0, -1),) and k.return_alias == (0,) and s.name.startswith("aten::")):
+        # the out-of-place form: same name without "_", same overload, same arguments
+        packet = getattr(torch.ops.aten, name[:-1], None)
+        fn = getattr(packet, s.overload_name or "default", None) if packet is not None else None
+        if (fn is not None and [a.name for a in fn._schema.arguments] == [a.name for a in s.arguments]
+                and len(fn._schema.returns) == 1 and fn._schema.returns[0].alias_info is None):
+            functional = _infos.get(fn) or _info(fn)
     i = _ext.OpInfo(s.name, s.overload_name, kind, list(k.writes), list(k.return_alias), k.random,
-                    k.generator_arg, k.first_list_arg)
+                    k.generator_arg, k.first_list_arg, functional)
     _infos[func] = i
     return i
 
@@ -157,11 +167,13 @@ class Runtime:
     deterministic_costs: record each operator's cost as the bytes it reads (plus a constant)
                  instead of its measured time, so that eviction decisions, and so whether a
                  tight budget fits, do not depend on the machine's timing (tests)
+    inplace_rewrite: run eligible in-place operators in their out-of-place form instead of
+                 copy-on-write (the same bytes, no copy; docs/torch.md)
     """
 
     def __init__(self, budget: Optional[int] = None, heuristic: str = "dtr_eqclass",
                  device: str = "cpu", remat_limit: Optional[float] = None,
-                 deterministic_costs: bool = False):
+                 deterministic_costs: bool = False, inplace_rewrite: bool = True):
         b = (1 << 64) - 1 if budget is None else int(budget)
         if b <= 0:
             raise ValueError(f"dtr_torch.Runtime: budget must be positive, got {budget}")
@@ -170,6 +182,9 @@ class Runtime:
         if remat_limit is not None:
             self._bridge.set_remat_limit(float(remat_limit))
         self._bridge.set_deterministic_costs(bool(deterministic_costs))
+        self._bridge.set_inplace_rewrite(bool(inplace_rewrite))
+        self._hooks = []
+        self._bridge.set_leaf_callback(self._leaf_hook)
         self._mode: Optional[_Mode] = None
         self._saved_backward = None
         self.device = torch.device(device)
@@ -233,6 +248,22 @@ class Runtime:
         w._dtr_rt = self
         return w
 
+    def _leaf_hook(self, leaf) -> None:
+        """Called when a parameter (a leaf that requires grad) is adopted: its gradient
+        becomes a constant the moment autograd delivers it. Left rematerializable, a weight
+        gradient is a cheap eviction candidate while backward runs (unused until the
+        optimizer step) but recomputing it afterwards needs the whole backward chain again,
+        its inputs being released by then."""
+        bridge = self._bridge
+
+        def promote(g):
+            ref = getattr(g, "_dtr_ref", None)
+            if ref is not None and ref.runtime_id == bridge.id:
+                bridge.promote(ref)
+            return g
+
+        self._hooks.append(leaf.register_hook(promote))
+
     def _promote_grads(self) -> None:
         """After backward: leaf gradients become constants (they outlive the step)."""
         for g in self._bridge.leaf_grads():
@@ -264,6 +295,9 @@ class Runtime:
                         if isinstance(v, DTRTensor) and getattr(v, "_dtr_rt", None) is self:
                             st[k] = v.materialize()
         self._bridge.drop_adoption_refs()
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
 
     # --- queries ----------------------------------------------------------------------
     def stats(self) -> dict:
