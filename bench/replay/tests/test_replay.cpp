@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The replay driver: log semantics on small hand-written logs, and the published
 // simulator's figures on the real logs (when $DTR_SHARED names the shared data).
+#include <dtr/heuristic/dtr_eqclass.hpp>
 #include <dtr/heuristic/dtr_local.hpp>
 #include <dtr/heuristic/lru.hpp>
 #include <dtr_tools/replay/replay.hpp>
@@ -137,4 +138,42 @@ TEST_CASE("the published logs replay as the published simulator reports") {
     CHECK(at(dtr::heuristics::dtr_local{}, 0.4).status == dtr::replay::status::thrash);
     CHECK(at(dtr::heuristics::dtr_local{}, 0.1).status == dtr::replay::status::oom);
     CHECK(at(dtr::heuristics::lru{}, 0.7).slowdown(base.compute) == doctest::Approx(1.0952).epsilon(1e-3));
+}
+
+TEST_CASE("arena replays: the region is the budget, and windows evict less than one by one") {
+    const char* shared = std::getenv("DTR_SHARED");
+    const std::filesystem::path dir = shared ? std::filesystem::path(shared) / "dtr-logs" : std::filesystem::path();
+    if (shared == nullptr || !std::filesystem::exists(dir)) {
+        MESSAGE("skipped: DTR_SHARED/dtr-logs not present");
+        return;
+    }
+    // LSTM at 0.5 under dtr_eqclass (docs/results.md, "Fragmentation-aware eviction").
+    const auto t = dtr::replay::load_trace(dir / "lstm-128-11000000000.0-2020-10-1-16-38-52-default.log");
+    const auto base = dtr::replay::run_replay<dtr::heuristics::dtr_eqclass>(
+        t, {.dealloc = dtr::dealloc_policy::banish, .thrash_limit = 0, .keep_constants = false});
+    const auto budget = static_cast<std::size_t>(0.5 * static_cast<double>(base.peak_resident));
+    auto on_arena = [&](dtr::fragmentation_policy policy) {
+        return dtr::replay::run_replay<dtr::heuristics::dtr_eqclass>(
+            t, {.budget = budget, .baseline_compute = base.compute, .arena_alignment = 256, .fragmentation = policy});
+    };
+    const auto logical = dtr::replay::run_replay<dtr::heuristics::dtr_eqclass>(
+        t, {.budget = budget, .baseline_compute = base.compute});
+    const auto one = on_arena(dtr::fragmentation_policy::one_by_one);
+    const auto win = on_arena(dtr::fragmentation_policy::window);
+    REQUIRE(logical.status == dtr::replay::status::ok);
+    CHECK(logical.backend_refusals == 0);
+    CHECK(logical.region_peak == 0); // no region
+    for (const auto* r : {&one, &win}) {
+        CHECK(r->status == dtr::replay::status::ok);
+        CHECK(r->region_peak <= budget);
+        CHECK(r->peak_resident <= budget);
+        CHECK(r->stats.fragmented_allocations > 0);
+    }
+    CHECK(one.stats.window_evictions == 0);
+    CHECK(one.backend_refusals > one.stats.fragmented_allocations); // several evictions per block
+    CHECK(win.stats.window_evictions > 0);
+    CHECK(win.backend_refusals == win.stats.fragmented_allocations); // one window each
+    CHECK(win.stats.evictions < one.stats.evictions);
+    CHECK(win.slowdown(base.compute) < one.slowdown(base.compute));
+    CHECK(logical.slowdown(base.compute) <= win.slowdown(base.compute));
 }
