@@ -44,6 +44,10 @@ _METADATA_INPLACE = frozenset({"set_", "resize_", "resize_as_", "_resize_output_
 
 _infos: Dict[object, object] = {}
 
+# In-place operators whose namesake out-of-place operator may return an argument itself
+# (aten::copy returns `src` when no conversion is needed): always copy-on-write.
+_NO_REWRITE = frozenset({"copy_"})
+
 
 _PASS = object()  # operators run as they are (the profiler's record_function markers)
 
@@ -60,6 +64,7 @@ def _info(func):
         kind = _schema.INPLACE_VIEW
     functional = None
     if (kind == _schema.COMPUTE and name.endswith("_") and not name.startswith("_") and not k.random
+            and name not in _NO_REWRITE
             and k.writes == ((0, -1),) and k.return_alias == (0,) and s.name.startswith("aten::")):
         # the out-of-place form: same name without "_", same overload, same arguments
         packet = getattr(torch.ops.aten, name[:-1], None)
