@@ -74,10 +74,13 @@ struct replay_options {
     //! runtime's own default (yield_when_full) goes on where holding every pin runs out.
     restore_pins restore = restore_pins::hold;
     //! 0: the sim backend's endless address space (no fragmentation; the simulator's model).
-    //! Otherwise a simulated region of exactly `budget` bytes laid out by dtr::arena with this
-    //! alignment (sim_backend::with_arena), as device memory would be: allocations can then be
-    //! refused for want of a contiguous block.
+    //! Otherwise a simulated region (of `arena_capacity` bytes: the budget unless set) laid
+    //! out by dtr::arena with this alignment (sim_backend::with_arena), as device memory would
+    //! be: allocations can then be refused for want of a contiguous block.
     std::size_t arena_alignment = 0;
+    //! Arena replays: the region's bytes; 0 means the budget. A region larger than the budget
+    //! measures how much memory must be reserved for the budget's run to survive fragmentation.
+    std::size_t arena_capacity = 0;
     //! What the runtime evicts on such a refusal (arena replays only).
     fragmentation_policy fragmentation = fragmentation_policy::window;
     //! Where the region places blocks (arena replays only).
@@ -155,7 +158,10 @@ replay_result run_replay(const trace& t, const replay_options& options, Heuristi
     if (thrash_at > 0) rt_options.remat_limit = thrash_at - options.baseline_compute;
     runtime_type rt(rt_options,
                     options.arena_alignment == 0 ? sim_backend{}
-                                                 : sim_backend::with_arena(options.budget, options.arena_alignment),
+                                                 : sim_backend::with_arena(options.arena_capacity != 0
+                                                                               ? options.arena_capacity
+                                                                               : options.budget,
+                                                                           options.arena_alignment),
                     std::move(heuristic));
     // Each name holds one handle. The simulator's COPY shares one tensor between names and
     // counts references on it; `value_of` and `refs` keep that identity for the outputs.
