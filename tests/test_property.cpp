@@ -33,10 +33,10 @@ using totals = dtr_test::run_totals;
 
 template <class Heuristic>
 dtr_test::program_trace run_one(std::uint64_t seed, std::size_t steps, dtr::runtime_options options,
-                                dtr::fault_options faults = {}) {
+                                dtr_test::run_plan plan = {{}, 16}) {
     using backend = dtr::fault_injecting_backend<dtr::host_backend>;
-    dtr::runtime<backend, Heuristic> rt(options, backend(faults));
-    return dtr_test::program_runner<decltype(rt)>(rt, seed, steps).run();
+    dtr::runtime<backend, Heuristic> rt(options, backend(plan.faults));
+    return dtr_test::program_runner<decltype(rt)>(rt, seed, steps, plan.invariant_period).run();
 }
 
 template <class Heuristic>
@@ -44,17 +44,17 @@ void check_against(const dtr_test::program_trace& reference, std::uint64_t seed,
                    dtr::mutation_scope scope, dtr::dealloc_policy dealloc, std::mt19937_64& budget_rng,
                    std::mt19937_64& fault_rng, totals& sum, const std::string& replay) {
     const std::size_t budget = dtr_test::draw_budget(reference, budget_rng);
-    const dtr::fault_options faults = dtr_test::draw_faults(fault_rng);
+    const dtr_test::run_plan plan = dtr_test::draw_plan(fault_rng);
     const char* policy = dealloc == dtr::dealloc_policy::eager_evict ? "eager_evict" : "banish";
     INFO(replay, " heuristic=", std::string(Heuristic::name), " dealloc=", std::string(policy), " budget=", budget,
-         " (reference peak ", reference.peak_resident, ", floor ", reference.floor, ") ", dtr_test::describe(faults));
+         " (reference peak ", reference.peak_resident, ", floor ", reference.floor, ") ", dtr_test::describe(plan));
     dtr_test::program_trace t;
     try {
         // Whether parameter updates stay recomputable changes memory, never values.
         const auto updates = budget_rng() % 2 ? dtr::constant_update::constant : dtr::constant_update::rematerializable;
         t = run_one<Heuristic>(seed, steps,
                                {.budget = budget, .dealloc = dealloc, .mutation = scope, .constant_updates = updates},
-                               faults);
+                               plan);
     } catch (const std::exception& e) {
         FAIL("program failed: ", std::string(e.what()));
         return;

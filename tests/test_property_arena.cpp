@@ -91,10 +91,10 @@ using faulty_arena = dtr::fault_injecting_backend<sampled_arena_backend>;
 
 template <class Heuristic>
 run_result run_arena(std::uint64_t seed, std::size_t steps, dtr::runtime_options options, std::size_t capacity,
-                     dtr::fault_options faults = {}) {
-    dtr::runtime<faulty_arena, Heuristic> rt(options, faulty_arena(faults, sampled_arena_backend(capacity)));
+                     dtr_test::run_plan plan = {{}, 16}) {
+    dtr::runtime<faulty_arena, Heuristic> rt(options, faulty_arena(plan.faults, sampled_arena_backend(capacity)));
     run_result r;
-    r.trace = dtr_test::program_runner<decltype(rt)>(rt, seed, steps).run();
+    r.trace = dtr_test::program_runner<decltype(rt)>(rt, seed, steps, plan.invariant_period).run();
     r.figures = rt.backend().upstream().stats();
     r.retries = rt.stats().allocation_retries;
     r.peak_physical = rt.backend().peak_bytes();
@@ -122,15 +122,15 @@ void check_against(const dtr_test::program_trace& reference, std::size_t physica
     const std::size_t hi = physical_peak;
     const std::size_t lo = std::min(static_cast<std::size_t>(static_cast<double>(reference.floor) * scale), hi);
     std::size_t budget = dtr_test::draw_budget(lo, hi, budget_rng);
-    const dtr::fault_options faults = dtr_test::draw_faults(fault_rng);
+    const dtr_test::run_plan plan = dtr_test::draw_plan(fault_rng);
     const char* policy = dealloc == dtr::dealloc_policy::eager_evict ? "eager_evict" : "banish";
     for (int attempt = 0;; ++attempt) {
         INFO(replay, " heuristic=", std::string(Heuristic::name), " dealloc=", std::string(policy),
              " region=budget=", budget, " (physical reference peak ", hi, ", scaled floor ", lo, ", attempt ",
-             attempt, ") ", dtr_test::describe(faults));
+             attempt, ") ", dtr_test::describe(plan));
         try {
             const run_result r = run_arena<Heuristic>(seed, steps, {.budget = budget, .dealloc = dealloc, .mutation = scope},
-                                                      budget, faults);
+                                                      budget, plan);
             CHECK(r.trace.sizes == reference.sizes);
             CHECK(r.trace.reads == reference.reads);
             CHECK(r.trace.guard_mutations == reference.guard_mutations);
@@ -184,7 +184,7 @@ TEST_CASE("random programs on a fragmenting region read exactly what the unbudge
         dtr_test::program_trace reference;
         try {
             dtr::runtime<dtr::host_backend> rt({.mutation = scope});
-            reference = dtr_test::program_runner<decltype(rt)>(rt, program_seed, steps).run();
+            reference = dtr_test::program_runner<decltype(rt)>(rt, program_seed, steps, 16).run();
         } catch (const std::exception& e) {
             FAIL("reference run failed: ", std::string(e.what()));
             return;

@@ -53,10 +53,10 @@ Heuristic make_policy(std::uint64_t seed) {
 
 template <class Heuristic>
 dtr_test::program_trace run_one(std::uint64_t seed, std::size_t steps, dtr::runtime_options options,
-                                dtr::fault_options faults = {}) {
+                                dtr_test::run_plan plan = {{}, 16}) {
     using backend = dtr::fault_injecting_backend<dtr::host_backend>;
-    dtr::runtime<backend, Heuristic> rt(options, backend(faults), make_policy<Heuristic>(seed));
-    return dtr_test::program_runner<decltype(rt)>(rt, seed, steps).run();
+    dtr::runtime<backend, Heuristic> rt(options, backend(plan.faults), make_policy<Heuristic>(seed));
+    return dtr_test::program_runner<decltype(rt)>(rt, seed, steps, plan.invariant_period).run();
 }
 
 template <class Heuristic>
@@ -64,13 +64,13 @@ void check_against(const dtr_test::program_trace& reference, std::uint64_t seed,
                    dtr::mutation_scope scope, dtr::dealloc_policy dealloc, std::mt19937_64& budget_rng,
                    std::mt19937_64& fault_rng, totals& sum) {
     const std::size_t budget = dtr_test::draw_budget(reference, budget_rng);
-    const dtr::fault_options faults = dtr_test::draw_faults(fault_rng);
+    const dtr_test::run_plan plan = dtr_test::draw_plan(fault_rng);
     const char* policy = dealloc == dtr::dealloc_policy::eager_evict ? "eager_evict" : "banish";
     INFO("heuristic=", std::string(Heuristic::name), " dealloc=", std::string(policy), " budget=", budget,
-         " (reference peak ", reference.peak_resident, ", floor ", reference.floor, ") ", dtr_test::describe(faults));
+         " (reference peak ", reference.peak_resident, ", floor ", reference.floor, ") ", dtr_test::describe(plan));
     dtr_test::program_trace t;
     try {
-        t = run_one<Heuristic>(seed, steps, {.budget = budget, .dealloc = dealloc, .mutation = scope}, faults);
+        t = run_one<Heuristic>(seed, steps, {.budget = budget, .dealloc = dealloc, .mutation = scope}, plan);
     } catch (const std::exception& e) {
         FAIL("program failed: ", std::string(e.what()));
         return;

@@ -95,26 +95,38 @@ inline std::size_t draw_budget(const program_trace& reference, std::mt19937_64& 
     return draw_budget(reference.floor, reference.peak_resident, rng);
 }
 
-//! The faults one budgeted run injects: a quarter of the runs none, the others a random share
-//! of up to 8% of allocations refused and 8% of executions thrown (before or after the body
-//! at random), from their own seed. Drawn from `rng` with integer arithmetic only, so that a
-//! printed seed replays the same faults on any platform.
-inline dtr::fault_options draw_faults(std::mt19937_64& rng) {
+//! How one budgeted run is disturbed and watched: the faults it injects, and how often it
+//! checks the runtime's invariants.
+struct run_plan {
+    dtr::fault_options faults;
+    std::size_t invariant_period = 1;
+};
+
+//! A quarter of the runs inject no fault, the others a random share of up to `max_rate` of
+//! allocations refused and of executions thrown (before or after the body at random), from
+//! their own seed. One run in `every_step` checks the invariants after every step, the
+//! others every 16 steps (and after every step that failed): the check walks the whole graph
+//! and would otherwise dominate the test's time. Drawn from `rng` with integer arithmetic
+//! only, so that a printed seed replays the same plan on any platform.
+inline run_plan draw_plan(std::mt19937_64& rng, double max_rate = 0.05, std::uint64_t every_step = 8) {
     auto unit = [&] { return static_cast<double>(rng() >> 11) * 0x1.0p-53; };
-    dtr::fault_options f;
-    f.seed = rng();
-    if (rng() % 4 == 0) return f;
-    f.allocation_fault_rate = 0.08 * unit();
-    f.execution_fault_rate = 0.08 * unit();
-    f.after_body_share = unit();
-    return f;
+    run_plan plan;
+    plan.invariant_period = rng() % every_step == 0 ? 1 : 16;
+    plan.faults.seed = rng();
+    if (rng() % 4 == 0) return plan;
+    plan.faults.allocation_fault_rate = max_rate * unit();
+    plan.faults.execution_fault_rate = max_rate * unit();
+    plan.faults.after_body_share = unit();
+    return plan;
 }
 
-//! The fault rates as the replay context shows them.
-inline std::string describe(const dtr::fault_options& f) {
+//! The plan as the replay context shows it.
+inline std::string describe(const run_plan& p) {
+    const dtr::fault_options& f = p.faults;
     return "faults(seed " + std::to_string(f.seed) + ", allocations " + std::to_string(f.allocation_fault_rate) +
            ", executions " + std::to_string(f.execution_fault_rate) + ", after body " +
-           std::to_string(f.after_body_share) + ")";
+           std::to_string(f.after_body_share) + "), invariants every " + std::to_string(p.invariant_period) +
+           " steps";
 }
 
 //! A budgeted run must read exactly what the reference read and, unless it had to lift its

@@ -13,7 +13,8 @@
 // On a backend that injects faults (dtr::fault_injecting_backend), a step that fails with
 // dtr::injected_fault or dtr::out_of_memory is retried: a few times with faults, then with
 // injection stopped for that step, then (out_of_memory only) with the budget lifted. The
-// runtime is checked after every failed attempt and after every step.
+// runtime's invariants are checked after every failed attempt, after every step that failed,
+// and after every step or every few steps (the caller's invariant_period).
 //
 // The program is generated while it runs, from a seeded RNG and from tensor sizes only.
 // Sizes are themselves deterministic values, so every run of one seed executes the same
@@ -73,8 +74,10 @@ concept fault_injecting_runtime = requires(Runtime& rt) {
 template <class Runtime>
 class program_runner {
 public:
-    program_runner(Runtime& rt, std::uint64_t seed, std::size_t steps)
-        : rt_(rt), rng_(seed), steps_(steps) {}
+    //! @param invariant_period check the runtime's invariants after every step (1) or every
+    //! that many steps; after a step that failed and was retried they are checked always.
+    program_runner(Runtime& rt, std::uint64_t seed, std::size_t steps, std::size_t invariant_period = 1)
+        : rt_(rt), rng_(seed), steps_(steps), invariant_period_(std::max<std::size_t>(invariant_period, 1)) {}
 
     program_trace run() {
         for (std::size_t step = 0; step < steps_; ++step) {
@@ -110,7 +113,8 @@ public:
             else
                 release_guard();
             check_budget();
-            rt_.check_invariants();
+            if (step % invariant_period_ == 0 || step_failed_) rt_.check_invariants();
+            step_failed_ = false;
         }
         // Read through the guards still alive and drop them (a written constant joins the
         // live tensors), read everything still alive, then drop it all: nothing may leak.
@@ -204,7 +208,10 @@ private:
                 ++trace_.faults_suspended;
             }
         }
-        if (failed) ++trace_.recoveries;
+        if (failed) {
+            ++trace_.recoveries;
+            step_failed_ = true;
+        }
         if (suspended) set_faults(true);
     }
 
@@ -508,6 +515,8 @@ private:
     Runtime& rt_;
     std::mt19937_64 rng_;
     std::size_t steps_;
+    std::size_t invariant_period_;
+    bool step_failed_ = false; //!< the current step failed at least once
     std::vector<dtr::tensor> live_;
     std::size_t constant_bytes_ = 0;
     std::size_t guarded_bytes_ = 0; //!< estimate of what the read guards keep resident
