@@ -147,12 +147,12 @@ def _median_after_warmup(times: List[float]) -> float:
     return statistics.median(times[1:] if len(times) > 1 else times)
 
 
-def _row(model: str, ratio: float, budget: int, plain: _Run, peak: int, floor: float,
+def _row(model: str, ratio: float, budget: int, plain: _Run, peak: int, floor,
          run: Optional[_Run], status: str, error: str = "") -> dict:
     row = {"model": model, "ratio": ratio, "budget_bytes": budget, "status": status,
            "bit_identical": None, "step_time_ratio": None, "runtime_peak_bytes": None,
            "allocator_peak_bytes": None, "plain_peak_bytes": plain.alloc_peak, "remats": None,
-           "evictions": None, "physical_floor": floor}
+           "evictions": None, "physical_floor": floor[0], "physical_floor_with_grads": floor[1]}
     if run is not None and run.stats:
         row["runtime_peak_bytes"] = run.stats["peak_resident_bytes"]
         row["remats"] = run.stats["rematerializations"]
@@ -221,7 +221,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd", help="SGD with momentum 0.9, or Adam")
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (fixed for comparability)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--thrash-factor", type=float, default=20.0,
+    p.add_argument("--thrash-factor", type=float, default=4.0,
                    help="status thrash when rematerialization time exceeds this many times the plain run's")
     a = p.parse_args(argv)
     try:
@@ -242,6 +242,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     peak = unlimited.stats["peak_resident_bytes"]
     floor_bytes = unlimited.param_bytes + unlimited.state_bytes + unlimited.stats["max_op_bytes"]
     floor = floor_bytes / peak
+    # what the last step's end of backward must hold besides: the gradients (f leaves them out)
+    floor_grads = (floor_bytes + unlimited.param_bytes) / peak
     print(f"# {a.model} batch {a.batch} steps {a.steps} heuristic {a.heuristic} threads {a.threads} "
           f"optimizer {a.optimizer}")
     print(f"# plain: median step {_median_after_warmup(plain.times) * 1e3:.1f} ms, allocator peak "
@@ -250,12 +252,12 @@ def main(argv: Optional[List[str]] = None) -> int:
           f"bit-identical {'yes' if _identical(plain, unlimited) else 'NO'}")
     print(f"# physical floor f = (params {_fmt_bytes(unlimited.param_bytes)} + optimizer state "
           f"{_fmt_bytes(unlimited.state_bytes)} + largest operator {_fmt_bytes(unlimited.stats['max_op_bytes'])}) "
-          f"/ peak = {floor:.3f}")
+          f"/ peak = {floor:.3f}; with the gradients {floor_grads:.3f}")
     print(f"{'ratio':>7}{'':8} {'budget':>9} {'status':>6} {'rt peak':>9} {'alloc pk':>9} {'plain pk':>9} "
           f"{'time x':>7} {'remats':>7} {'evicts':>7} {'equal':>5}")
     rows = []
     for r in ratios:
-        row, _ = _attempt(a, factory, r, peak, plain, floor)
+        row, _ = _attempt(a, factory, r, peak, plain, (floor, floor_grads))
         rows.append(row)
         _print_row(row)
     if a.find_floor:
@@ -266,7 +268,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         best = None
         for _ in range(a.floor_iters):
             mid = (lo + hi) / 2
-            row, _ = _attempt(a, factory, mid, peak, plain, floor)
+            row, _ = _attempt(a, factory, mid, peak, plain, (floor, floor_grads))
             if row["status"] == "ok":
                 hi, best = mid, row
             else:
@@ -274,7 +276,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if best is None:
             best = next((r for r in rows if r["status"] == "ok" and r["ratio"] == hi), None)
         if best is None:
-            row, _ = _attempt(a, factory, hi, peak, plain, floor)
+            row, _ = _attempt(a, factory, hi, peak, plain, (floor, floor_grads))
             best = row
         best = dict(best)
         best["floor"] = True
