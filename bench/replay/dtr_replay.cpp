@@ -25,6 +25,7 @@
 // refusals, the allocations refused at first, the window evictions and the region's peak.
 #include "heuristic_registry.hpp"
 
+#include <dtr_tools/cli.hpp>
 #include <dtr_tools/replay/replay.hpp>
 
 #include <algorithm>
@@ -54,15 +55,9 @@ struct baseline {
     dtr::cost_t compute = 0;
 };
 
-[[noreturn]] void usage(const std::string& problem) {
-    if (!problem.empty()) std::fprintf(stderr, "dtr-replay: %s\n", problem.c_str());
-    std::fprintf(stderr,
-                 "usage: dtr-replay [--heuristic NAME]... [--ratio R]... [--dealloc eager|banish]\n"
-                 "                  [--search S] [--thrash-limit X] [--seed N] [--jobs N] [--json FILE] [--why]\n"
-                 "                  [--restore-pins hold|yield] LOG...\n"
-                 "                  [--arena] [--fragmentation window|one_by_one] [--placement best_fit|constants_high]\n"
-                 "heuristics: %s\nsearch strategies: %s\n",
-                 dtr_bench::heuristic_names().c_str(), dtr_bench::search_names().c_str());
+//! A bad combination of arguments found after parsing: named as CLI11 names parse errors.
+[[noreturn]] void bad_argument(const std::string& problem) {
+    std::fprintf(stderr, "%s\nRun with --help for more information.\n", problem.c_str());
     std::exit(2);
 }
 
@@ -93,59 +88,48 @@ int main(int argc, char** argv) {
     std::size_t arena_alignment = 0;
     dtr::fragmentation_policy fragmentation = dtr::fragmentation_policy::window;
     dtr::placement_policy placement = dtr::placement_policy::best_fit;
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc) usage("missing value after " + arg);
-            return argv[++i];
-        };
-        try {
-            if (arg == "--why") why = true;
-            else if (arg == "--heuristic") heuristics.push_back(value());
-            else if (arg == "--ratio") ratios.push_back(std::stod(value()));
-            else if (arg == "--json") json = value();
-            else if (arg == "--search") search = value();
-            else if (arg == "--thrash-limit") thrash_limit = std::stod(value());
-            else if (arg == "--seed") seed = std::stoull(value(), nullptr, 0);
-            else if (arg == "--jobs") jobs = static_cast<unsigned>(std::stoul(value()));
-            else if (arg == "--arena") arena_alignment = dtr::arena::default_alignment;
-            else if (arg == "--fragmentation") {
-                const std::string f = value();
-                if (f == "window") fragmentation = dtr::fragmentation_policy::window;
-                else if (f == "one_by_one") fragmentation = dtr::fragmentation_policy::one_by_one;
-                else usage("--fragmentation takes window or one_by_one, not " + f);
-            } else if (arg == "--placement") {
-                const std::string p = value();
-                if (p == "best_fit") placement = dtr::placement_policy::best_fit;
-                else if (p == "constants_high") placement = dtr::placement_policy::constants_high;
-                else usage("--placement takes best_fit or constants_high, not " + p);
-            } else if (arg == "--dealloc") {
-                const std::string d = value();
-                if (d == "eager") dealloc = dtr::dealloc_policy::eager_evict;
-                else if (d == "banish") dealloc = dtr::dealloc_policy::banish;
-                else usage("--dealloc takes eager or banish, not " + d);
-            } else if (arg == "--restore-pins") {
-                const std::string r = value();
-                if (r == "hold") restore = dtr::restore_pins::hold;
-                else if (r == "yield") restore = dtr::restore_pins::yield_when_full;
-                else usage("--restore-pins takes hold or yield, not " + r);
-            } else if (arg == "--help" || arg == "-h") usage("");
-            else if (!arg.empty() && arg[0] == '-') usage("unknown option " + arg);
-            else logs.push_back(arg);
-        } catch (const std::invalid_argument&) {
-            usage("not a number after " + arg);
-        } catch (const std::out_of_range&) {
-            usage("number out of range after " + arg);
-        }
-    }
-    if (logs.empty()) usage("no LOG given");
+    std::string dealloc_name = "eager", restore_name = "hold", fragmentation_name = "window",
+                placement_name = "best_fit";
+    bool arena = false;
+    CLI::App app{"dtr-replay: DTR operator logs replayed on dtr::runtime<sim_backend, H> under budgets"};
+    app.add_option("logs", logs, "DTR operator logs")->required()->check(CLI::ExistingFile);
+    app.add_option("--heuristic", heuristics, "a policy (repeat the flag; default: the paper's seven)\n" +
+                                                  ("heuristics: " + dtr_bench::heuristic_names()));
+    app.add_option("--ratio", ratios, "a budget ratio of the unlimited peak (repeat; default the paper's nine)")
+        ->check(CLI::PositiveNumber);
+    app.add_option("--json", json, "write every cell as JSON to FILE");
+    app.add_option("--search", search, "search strategy: " + dtr_bench::search_names())->capture_default_str();
+    app.add_option("--thrash-limit", thrash_limit, "stop a replay whose compute exceeds X times the baseline")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    app.add_option("--seed", seed, "seed of the randomized policies and searches");
+    app.add_option("--jobs", jobs, "replays in parallel")->check(dtr::tools::positive)->capture_default_str();
+    app.add_flag("--why", why, "print the out_of_memory message of every oom cell");
+    app.add_option("--dealloc", dealloc_name, "release policy")->check(CLI::IsMember({"eager", "banish"}))
+        ->capture_default_str();
+    app.add_option("--restore-pins", restore_name, "pins while restoring inputs")
+        ->check(CLI::IsMember({"hold", "yield"}))
+        ->capture_default_str();
+    app.add_flag("--arena", arena, "replay on a simulated region of exactly the budget");
+    app.add_option("--fragmentation", fragmentation_name, "what to evict when the arena refuses (with --arena)")
+        ->check(CLI::IsMember({"window", "one_by_one"}))
+        ->capture_default_str();
+    app.add_option("--placement", placement_name, "where the arena puts constants (with --arena)")
+        ->check(CLI::IsMember({"best_fit", "constants_high"}))
+        ->capture_default_str();
+    if (auto status = dtr::tools::parse_command_line(app, argc, argv)) return *status;
+    if (arena) arena_alignment = dtr::arena::default_alignment;
+    if (dealloc_name == "banish") dealloc = dtr::dealloc_policy::banish;
+    if (restore_name == "yield") restore = dtr::restore_pins::yield_when_full;
+    if (fragmentation_name == "one_by_one") fragmentation = dtr::fragmentation_policy::one_by_one;
+    if (placement_name == "constants_high") placement = dtr::placement_policy::constants_high;
     if (heuristics.empty()) heuristics = dtr_bench::all_heuristics();
     if (ratios.empty()) ratios = {0.9, 0.7, 0.5, 0.4, 0.3, 0.25, 0.2, 0.15, 0.1};
-    if (!dtr_bench::known_search(search)) usage("unknown search strategy '" + search + "'");
+    if (!dtr_bench::known_search(search)) bad_argument("--search: unknown search strategy '" + search + "' (" + dtr_bench::search_names() + ")");
     for (const auto& h : heuristics) {
-        if (!dtr_bench::known_heuristic(h)) usage("unknown heuristic '" + h + "'");
+        if (!dtr_bench::known_heuristic(h)) bad_argument("--heuristic: unknown heuristic '" + h + "'");
         if (!dtr_bench::supported(h, search))
-            usage("heuristic '" + h + "' cannot run under --search " + search +
+            bad_argument("--heuristic: '" + h + "' cannot run under --search " + search +
                   (search == "indexed" ? " (indexed needs a score-skeleton policy: dtr, dtr_eqclass, dtr_local, "
                                          "msps, ablation-*)"
                                        : " (it chooses its own victims)"));
