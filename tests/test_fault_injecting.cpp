@@ -330,6 +330,19 @@ TEST_CASE("memory_info passes through, counting injected refusals; statistics ar
     std::byte* q = arena.allocate(100);
     CHECK(q == arena.base());
     CHECK(arena.memory_info()->used == 128);
+    // The placed allocation and the region's layout pass through too.
+    std::byte* top = arena.allocate(64, dtr::arena::placement::high);
+    CHECK(arena.region_offset(top) == 1024 - 64);
+    CHECK(arena.has_layout());
+    CHECK(arena.layout_alignment() == 64);
+    std::size_t blocks = 0;
+    arena.for_each_block([&](std::size_t, std::size_t, bool) { ++blocks; });
+    CHECK(blocks == 3);
+    arena.deallocate(top, 64);
     arena.deallocate(q, 100);
     CHECK(arena.layout().used_bytes() == 0);
+    arena.set_options({.allocation_fault_rate = 1});
+    CHECK(arena.allocate(64, dtr::arena::placement::high) == nullptr);
+    CHECK(arena.faults().allocation_faults == 1);
+    CHECK(arena.faults().allocations == 3);
 }

@@ -11,8 +11,9 @@
 //! still compared bit for bit against an undisturbed run.
 //!
 //! What is injected:
-//! - allocate(): with probability `allocation_fault_rate` the call returns the null pointer
-//!   without asking the wrapped backend, exactly what a full or fragmented device does;
+//! - allocate() (also the placed allocate(bytes, placement) of the arena backends): with
+//!   probability `allocation_fault_rate` the call returns the null pointer without asking the
+//!   wrapped backend, exactly what a full or fragmented device does;
 //! - execute(body): with probability `execution_fault_rate` the call throws
 //!   dtr::injected_fault, either before the body runs (nothing of it happened) or after the
 //!   wrapped backend ran it (its outputs were written, then the operator failed), the share
@@ -27,6 +28,7 @@
 //! with the same seed, a lower rate fails a subset of the calls a higher rate fails.
 #pragma once
 
+#include <dtr/arena.hpp>
 #include <dtr/backend/host.hpp>
 #include <dtr/backend/host_arena.hpp>
 #include <dtr/backend/sim.hpp>
@@ -35,6 +37,7 @@
 #include <dtr/error.hpp>
 #include <dtr/memory_report.hpp>
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -125,6 +128,21 @@ public:
             return pointer{};
         }
         return upstream_.allocate(bytes);
+    }
+
+    //! @brief The placed allocation of the arena backends (runtime_options::placement),
+    //! forwarded where Backend has it, with the same injected refusals as allocate(bytes).
+    [[nodiscard]] pointer allocate(std::size_t bytes, arena::placement where)
+        requires requires(Backend& b, std::size_t n, arena::placement w) {
+            { b.allocate(n, w) } -> std::same_as<pointer>;
+        }
+    {
+        ++counters_.allocations;
+        if (enabled_ && draw(allocation_state_) < options_.allocation_fault_rate) {
+            ++counters_.allocation_faults;
+            return pointer{};
+        }
+        return upstream_.allocate(bytes, where);
     }
 
     //! @brief Returns a block to the wrapped backend; never disturbed.
