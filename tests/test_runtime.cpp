@@ -3,6 +3,7 @@
 // mutation, release policies, rematerialization, errors.
 #include "support/byte_ops.hpp"
 
+#include <dtr/heuristic/dtr_local.hpp>
 #include <dtr/heuristic/largest.hpp>
 #include <dtr/heuristic/lru.hpp>
 #include <dtr/runtime.hpp>

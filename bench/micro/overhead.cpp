@@ -10,6 +10,7 @@
 // call, the median ns of the bare operator body, and their difference (the runtime's share).
 //
 //   overhead [--calls N] [--reps R] [--csv FILE] [--json FILE]
+#include <dtr/heuristic/dtr_held.hpp>
 #include <dtr/heuristic/dtr_local.hpp>
 #include <dtr/heuristic/lru.hpp>
 #include <dtr/runtime.hpp>
@@ -132,6 +133,7 @@ int main(int argc, char** argv) {
     std::printf("dtr::runtime::call overhead, 64-byte operator, %zu calls x %zu runs (median ns per call)\n",
                 calls, reps);
     std::printf("%-12s %-10s %-9s %10s %10s %10s\n", "scenario", "heuristic", "cost", "call", "body", "overhead");
+    using dtr::heuristics::dtr_held;
     using dtr::heuristics::dtr_local;
     using dtr::heuristics::lru;
     measure("independent", "dtr_local", "supplied", [&] { return independent<dtr_local>(calls, supplied); });
@@ -142,6 +144,8 @@ int main(int argc, char** argv) {
     measure("train@25%", "dtr_local", "supplied",
             [&] { return training<dtr_local>(calls, 1000, 0.25, supplied, &evictions); });
     measure("train@25%", "lru", "supplied", [&] { return training<lru>(calls, 1000, 0.25, supplied); });
+    measure("training", "dtr_held", "supplied", [&] { return training<dtr_held>(calls, 1000, 1.0, supplied); });
+    measure("train@25%", "dtr_held", "supplied", [&] { return training<dtr_held>(calls, 1000, 0.25, supplied); });
     measure("train@25%", "dtr_local", "measured", [&] { return training<dtr_local>(calls, 1000, 0.25, measured); });
     std::printf("(train@25%%: %llu evictions per %zu calls; each scans the evictable storages, ~250)\n",
                 static_cast<unsigned long long>(evictions), calls);

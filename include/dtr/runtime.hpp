@@ -16,7 +16,7 @@
 #include <dtr/counters.hpp>
 #include <dtr/deferred_cost.hpp>
 #include <dtr/error.hpp>
-#include <dtr/heuristic/dtr_local.hpp>
+#include <dtr/heuristic/dtr_eqclass.hpp>
 #include <dtr/hooks.hpp>
 #include <dtr/memory_report.hpp>
 #include <dtr/op_context.hpp>
@@ -43,7 +43,9 @@ namespace dtr {
 //! @brief The DTR runtime for one device.
 //!
 //! @tparam Backend   where storages live and operators run (dtr::backend)
-//! @tparam Heuristic which storage to evict under pressure (dtr::heuristic)
+//! @tparam Heuristic which storage to evict under pressure (dtr::heuristic); the default,
+//!                   dtr_eqclass, is the best policy whose upkeep stays near-constant per
+//!                   event on any program (docs/heuristics.md, "The default")
 //!
 //! Guarantees:
 //! - resident bytes never exceed budget() (the budget is a hard limit);
@@ -54,7 +56,7 @@ namespace dtr {
 //!   the call's own effects); nothing computed is lost.
 //!
 //! Not thread-safe: one runtime per device and thread, as a framework's allocator would be.
-template <class Backend, class Heuristic = heuristics::dtr_local>
+template <class Backend, class Heuristic = heuristics::dtr_eqclass>
 class runtime final : private detail::runtime_base, private detail::executor<Backend> {
     static_assert(backend<Backend>,
                   "dtr::runtime<Backend, Heuristic>: Backend does not model dtr::backend "
