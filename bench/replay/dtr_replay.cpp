@@ -23,6 +23,8 @@
 // appears (the behaviour before fragmentation-aware eviction); --placement
 // best_fit|constants_high where the region puts constants. The JSON then also carries the
 // refusals, the allocations refused at first, the window evictions and the region's peak.
+// --arena-capacity F makes the region F times the budget (the runtime's budget unchanged): the
+// smallest F at which a run finishes is the memory its budget needs reserved.
 #include "heuristic_registry.hpp"
 
 #include <dtr_tools/cli.hpp>
@@ -91,16 +93,17 @@ int main(int argc, char** argv) {
     std::string dealloc_name = "eager", restore_name = "hold", fragmentation_name = "window",
                 placement_name = "best_fit";
     bool arena = false;
+    double arena_capacity = 0; // the region as a multiple of the budget; 0: the budget
     CLI::App app{"dtr-replay: DTR operator logs replayed on dtr::runtime<sim_backend, H> under budgets"};
     app.add_option("logs", logs, "DTR operator logs")->required()->check(CLI::ExistingFile);
     app.add_option("--heuristic", heuristics, "a policy (repeat the flag; default: the paper's seven)\n" +
                                                   ("heuristics: " + dtr_bench::heuristic_names()));
     app.add_option("--ratio", ratios, "a budget ratio of the unlimited peak (repeat; default the paper's nine)")
-        ->check(CLI::PositiveNumber);
+        ->check(dtr::tools::positive_real);
     app.add_option("--json", json, "write every cell as JSON to FILE");
     app.add_option("--search", search, "search strategy: " + dtr_bench::search_names())->capture_default_str();
     app.add_option("--thrash-limit", thrash_limit, "stop a replay whose compute exceeds X times the baseline")
-        ->check(CLI::NonNegativeNumber)
+        ->check(dtr::tools::non_negative_real)
         ->capture_default_str();
     app.add_option("--seed", seed, "seed of the randomized policies and searches");
     app.add_option("--jobs", jobs, "replays in parallel")->check(dtr::tools::positive)->capture_default_str();
@@ -111,6 +114,9 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"hold", "yield"}))
         ->capture_default_str();
     app.add_flag("--arena", arena, "replay on a simulated region of exactly the budget");
+    app.add_option("--arena-capacity", arena_capacity,
+                   "the region as a multiple of the budget, which stays the runtime's (with --arena; default 1)")
+        ->check(CLI::Range(1.0, 1e6));
     app.add_option("--fragmentation", fragmentation_name, "what to evict when the arena refuses (with --arena)")
         ->check(CLI::IsMember({"window", "one_by_one"}))
         ->capture_default_str();
@@ -175,6 +181,8 @@ int main(int argc, char** argv) {
             options.thrash_limit = thrash_limit;
             options.baseline_compute = b.compute;
             options.arena_alignment = arena_alignment;
+            if (arena_capacity > 0)
+                options.arena_capacity = static_cast<std::size_t>(arena_capacity * static_cast<double>(options.budget));
             options.fragmentation = fragmentation;
             options.placement = placement;
             t.result = dtr_bench::replay_with(t.heuristic, search, traces[t.log], options, seed);
@@ -248,7 +256,8 @@ int main(int argc, char** argv) {
                     << ", \"fragmented_allocations\": " << r.stats.fragmented_allocations
                     << ", \"window_evictions\": " << r.stats.window_evictions
                     << ", \"allocation_retries\": " << r.stats.allocation_retries
-                    << ", \"region_peak_bytes\": " << r.region_peak;
+                    << ", \"region_peak_bytes\": " << r.region_peak << ", \"region_over_budget\": "
+                    << (arena_capacity > 0 ? arena_capacity : 1.0);
             if (restore != dtr::restore_pins::hold) out << ", \"restore_pins\": \"yield\"";
             if (!r.error.empty()) out << ", \"error\": \"" << json_escape(r.error) << "\"";
             out << "}"
