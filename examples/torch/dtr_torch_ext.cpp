@@ -61,6 +61,22 @@ public:
     explicit counting_allocator(c10::Allocator* base) : base_(base) {}
 
     c10::DataPtr allocate(size_t n) const override {
+        if (caching_.load(std::memory_order_relaxed) && n >= cache_min) {
+            std::lock_guard<std::mutex> lock(mutex_);
+            auto it = cache_.find(n);
+            if (it != cache_.end()) {
+                // a block of exactly this size freed while a runtime was active: warm and
+                // already faulted in (still counted in current_: it was held all along)
+                c10::DataPtr inner = std::move(it->second);
+                cache_.erase(it);
+                cached_ -= n;
+                void* data = inner.get();
+                const c10::Device device = inner.device();
+                live_.emplace(data, entry{std::move(inner), n});
+                ++reused_;
+                return {data, data, &release, device};
+            }
+        }
         c10::DataPtr inner = base_->allocate(n);
         void* data = inner.get();
         const c10::Device device = inner.device();
@@ -76,6 +92,26 @@ public:
         return {data, data, &release, device};
     }
     c10::DeleterFnPtr raw_deleter() const override { return &release; }
+
+    //! While a runtime is active, freed blocks of at least cache_min bytes are kept (up to
+    //! cache_cap bytes in all) and handed out again for the same size: the bridge replaces
+    //! in-place updates by fresh buffers, and reusing a just-freed block avoids the page
+    //! faults and cold cache lines of new memory. Turning it off frees the cache.
+    void set_caching(bool on) {
+        caching_.store(on);
+        if (on) return;
+        std::unordered_multimap<std::size_t, c10::DataPtr> drop;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            drop.swap(cache_);
+            current_.fetch_sub(cached_);
+            cached_ = 0;
+        }
+    }
+    std::size_t cached() const noexcept { return cached_; }
+    std::size_t reused() const noexcept { return reused_; }
+    static constexpr std::size_t cache_min = 64 << 10;
+    static constexpr std::size_t cache_cap = 128 << 20;
 
     std::size_t current() const noexcept { return current_.load(); }
     std::size_t peak() const noexcept { return peak_.load(); }
@@ -98,6 +134,12 @@ private:
             if (it == self->live_.end()) return;
             e = std::move(it->second);
             self->live_.erase(it);
+            if (self->caching_.load(std::memory_order_relaxed) && e.bytes >= cache_min &&
+                self->cached_ + e.bytes <= cache_cap) {
+                self->cached_ += e.bytes;
+                self->cache_.emplace(e.bytes, std::move(e.inner));
+                return; // still held: current_ unchanged
+            }
         }
         self->current_.fetch_sub(e.bytes);
         // e.inner frees the block through the wrapped allocator
@@ -106,6 +148,10 @@ private:
     c10::Allocator* base_;
     mutable std::mutex mutex_;
     mutable std::unordered_map<void*, entry> live_;
+    mutable std::unordered_multimap<std::size_t, c10::DataPtr> cache_;
+    mutable std::size_t cached_ = 0;
+    mutable std::size_t reused_ = 0;
+    std::atomic<bool> caching_{false};
     mutable std::atomic<std::size_t> current_{0};
     mutable std::atomic<std::size_t> peak_{0};
     mutable std::atomic<std::size_t> total_{0};
@@ -1365,8 +1411,11 @@ PYBIND11_MODULE(_dtr_torch, m) {
         d["current"] = cpu_counter().current();
         d["peak"] = cpu_counter().peak();
         d["total"] = cpu_counter().total();
+        d["cached"] = cpu_counter().cached();
+        d["reused"] = cpu_counter().reused();
         return d;
     });
     m.def("reset_allocator_peak", [] { cpu_counter().reset_peak(); });
+    m.def("set_allocator_caching", [](bool on) { cpu_counter().set_caching(on); });
     m.attr("cuda_compiled") = false;
 }

@@ -231,6 +231,8 @@ class Runtime:
 
         torch.autograd.backward = backward
         torch.autograd.grad = grad
+        if self.device.type == "cpu" and hasattr(_ext, "set_allocator_caching"):
+            _ext.set_allocator_caching(True)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -241,6 +243,8 @@ class Runtime:
             torch.autograd.backward = self._saved_backward
             torch.autograd.grad = self._saved_grad
             _active = None
+            if hasattr(_ext, "set_allocator_caching"):
+                _ext.set_allocator_caching(False)
         self._mode = None
         self._give_back()
 
