@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
     app.add_option("--max", max_n, "largest N")->check(dtr::tools::positive)->capture_default_str();
     app.add_option("--c", cs, "budget factors c (comma list or repeated)")
         ->delimiter(',')
-        ->check(CLI::PositiveNumber);
+        ->check(dtr::tools::positive_real);
     app.add_option("--heuristics", policies, "policies (comma list or repeated)")
         ->delimiter(',')
         ->check(CLI::IsMember(std::vector<std::string>{dtr::heuristics::dtr_reduced::name, "dtr", "dtr_eqclass", "dtr_local"}));

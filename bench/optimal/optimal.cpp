@@ -74,10 +74,10 @@ std::optional<int> parse_args(int argc, char** argv, options& o) {
     app.add_option("graphs", o.graphs, "Checkmate graphs (JSON)")->required()->check(CLI::ExistingFile);
     app.add_option("--budgets", o.budgets, "budgets of the sweep")->check(dtr::tools::positive)->capture_default_str();
     app.add_option("--time-limit", o.time_limit, "seconds per MILP solve")
-        ->check(CLI::NonNegativeNumber)
+        ->check(dtr::tools::non_negative_real)
         ->capture_default_str();
     app.add_option("--lp-time-limit", o.lp_time_limit, "seconds per LP relaxation")
-        ->check(CLI::NonNegativeNumber)
+        ->check(dtr::tools::non_negative_real)
         ->capture_default_str();
     app.add_option("--json", o.json, "write the results as JSON to FILE");
     app.add_option("--strategies", o.strategies, "strategies to run (comma list or repeated; default all)")

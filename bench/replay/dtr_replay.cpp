@@ -99,11 +99,11 @@ int main(int argc, char** argv) {
     app.add_option("--heuristic", heuristics, "a policy (repeat the flag; default: the paper's seven)\n" +
                                                   ("heuristics: " + dtr_bench::heuristic_names()));
     app.add_option("--ratio", ratios, "a budget ratio of the unlimited peak (repeat; default the paper's nine)")
-        ->check(CLI::PositiveNumber);
+        ->check(dtr::tools::positive_real);
     app.add_option("--json", json, "write every cell as JSON to FILE");
     app.add_option("--search", search, "search strategy: " + dtr_bench::search_names())->capture_default_str();
     app.add_option("--thrash-limit", thrash_limit, "stop a replay whose compute exceeds X times the baseline")
-        ->check(CLI::NonNegativeNumber)
+        ->check(dtr::tools::non_negative_real)
         ->capture_default_str();
     app.add_option("--seed", seed, "seed of the randomized policies and searches");
     app.add_option("--jobs", jobs, "replays in parallel")->check(dtr::tools::positive)->capture_default_str();

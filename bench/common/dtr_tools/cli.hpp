@@ -12,6 +12,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cmath>
+#include <exception>
 #include <optional>
 #include <string>
 
@@ -29,6 +31,38 @@ inline const CLI::Validator positive(
         return {};
     },
     "POSITIVE");
+
+namespace detail {
+//! Whether `text` is a whole finite decimal number, and its value.
+inline bool parse_real(const std::string& text, double& value) {
+    if (text.empty()) return false;
+    std::size_t used = 0;
+    try {
+        value = std::stod(text, &used);
+    } catch (const std::exception&) {
+        return false;
+    }
+    return used == text.size() && std::isfinite(value);
+}
+} // namespace detail
+
+//! @brief Validator: a number > 0 ("--ratio: must be a positive number, not 'x'").
+inline const CLI::Validator positive_real(
+    [](std::string& text) -> std::string {
+        double v = 0;
+        if (!detail::parse_real(text, v) || !(v > 0)) return "must be a positive number, not '" + text + "'";
+        return {};
+    },
+    "POSITIVE");
+
+//! @brief Validator: a number >= 0 ("--time-limit: must be a number >= 0, not '-1'").
+inline const CLI::Validator non_negative_real(
+    [](std::string& text) -> std::string {
+        double v = 0;
+        if (!detail::parse_real(text, v) || !(v >= 0)) return "must be a number >= 0, not '" + text + "'";
+        return {};
+    },
+    "NONNEGATIVE");
 
 [[nodiscard]] inline std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
     try {
