@@ -18,13 +18,11 @@
 
 namespace dtr_bench {
 
-//! A policy that replaces the runtime's scan with its own choose() (random): wrapping it in
-//! a search strategy would score every storage alike (0) and defeat it.
+//! A policy that replaces the runtime's scan with its own choose() (random): it has no score
+//! for a search strategy to use.
 template <class H>
 concept chooses_itself =
-    requires(H& h, typename dtr::runtime<dtr::sim_backend, H>::pool_type& p, const dtr::heuristic_context& c) {
-        h.choose(p, c);
-    };
+    dtr::choosing_heuristic<H, typename dtr::runtime<dtr::sim_backend, H>::pool_type> && !dtr::scoring_heuristic<H>;
 
 namespace detail {
 template <class... H>

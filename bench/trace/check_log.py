@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Validate a DTR operator log and replay it on an unlimited budget.
 
-A DTR log has one JSON object per line (format: /work/shared/dtr-logs/README.md
+A DTR log has one JSON object per line (format: $DTR_SHARED/dtr-logs/README.md
 and bench/trace/README.md).  This checker enforces
 
 * well-formedness: every line is a JSON object with a known INSTRUCTION and
@@ -30,7 +30,7 @@ reference to its argument's storage and no bytes.  MUTATE gives each mutated
 argument name a fresh storage of the old storage's size, then drops the old
 binding.  COPY_FROM moves DST's reference to SRC's tensor.  The replay reports
 the peak of resident bytes (constants included; it reproduces the
-baseline_peak_MB figures of /work/shared/reference for the eight published
+baseline_peak_MB figures of $DTR_SHARED/reference for the eight published
 logs), the same peak with constants never freed (what a budgeted run pins),
 simrd's bottleneck figure, the total TIME, and the live names and storages at
 the end of the log.

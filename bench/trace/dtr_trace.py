@@ -3,7 +3,7 @@
 """Record one training step of a ``torch.nn.Module`` as a DTR operator log.
 
 The log format is the one the DTR paper's simulator replays (one JSON object
-per line; see /work/shared/dtr-logs/README.md and bench/trace/README.md).
+per line; see $DTR_SHARED/dtr-logs/README.md and bench/trace/README.md).
 Every ATen operator the step executes -- the forward pass, the loss, and the
 operators autograd runs for ``loss.backward()`` -- is seen through a
 ``TorchDispatchMode`` (PyTorch 1.13) and turned into CALL / MUTATE lines;

@@ -38,6 +38,7 @@
 #include <dtr/error.hpp>
 #include <dtr_tools/graph/schedule.hpp>
 #include <dtr_tools/graph/static_graph.hpp>
+#include <dtr/hooks.hpp>
 #include <dtr/runtime.hpp>
 
 #include <algorithm>
@@ -96,7 +97,7 @@ public:
 
     template <class S>
     void on_create(S& s, const heuristic_context& c) {
-        if constexpr (requires { inner_.on_create(s, c); }) inner_.on_create(s, c);
+        hook::on_create_t::invoke(inner_, s, c);
         if (!log_.pending) {
             log_.note("storage #" + std::to_string(s.id()) + " created without an operator run");
             return;
@@ -106,7 +107,7 @@ public:
     }
     template <class S>
     void on_rematerialize(S& s, const heuristic_context& c) {
-        if constexpr (requires { inner_.on_rematerialize(s, c); }) inner_.on_rematerialize(s, c);
+        hook::on_rematerialize_t::invoke(inner_, s, c);
         auto it = log_.storages.find(s.id());
         if (!log_.pending || it == log_.storages.end() || it->second.node != log_.running ||
             it->second.resident) {
@@ -119,12 +120,12 @@ public:
     }
     template <class S>
     void on_evict(S& s, const heuristic_context& c) {
-        if constexpr (requires { inner_.on_evict(s, c); }) inner_.on_evict(s, c);
+        hook::on_evict_t::invoke(inner_, s, c);
         drop(s.id(), "evicted");
     }
     template <class S>
     void on_destroy(S& s, const heuristic_context& c) {
-        if constexpr (requires { inner_.on_destroy(s, c); }) inner_.on_destroy(s, c);
+        hook::on_destroy_t::invoke(inner_, s, c);
         auto it = log_.storages.find(s.id());
         if (it == log_.storages.end()) return;
         if (it->second.resident) log_.events.free(it->second.node);
@@ -132,19 +133,19 @@ public:
     }
     template <class S>
     void on_access(S& s, const heuristic_context& c) {
-        if constexpr (requires { inner_.on_access(s, c); }) inner_.on_access(s, c);
+        hook::on_access_t::invoke(inner_, s, c);
     }
     template <class S>
     void on_release(S& s, const heuristic_context& c) {
-        if constexpr (requires { inner_.on_release(s, c); }) inner_.on_release(s, c);
+        hook::on_release_t::invoke(inner_, s, c);
     }
     template <class S>
     void on_pool_insert(S& s, const heuristic_context& c) {
-        if constexpr (requires { inner_.on_pool_insert(s, c); }) inner_.on_pool_insert(s, c);
+        hook::on_pool_insert_t::invoke(inner_, s, c);
     }
     template <class S>
     void on_pool_erase(S& s, const heuristic_context& c) {
-        if constexpr (requires { inner_.on_pool_erase(s, c); }) inner_.on_pool_erase(s, c);
+        hook::on_pool_erase_t::invoke(inner_, s, c);
     }
 
     //! Called by the operator of node v after its output is allocated.
