@@ -8,6 +8,7 @@
 // operation and host and device agree to the bit.
 #include "cuda_support.hpp"
 
+#include <dtr/heuristic/dtr_local.hpp>
 #include <dtr/heuristic/lru.hpp>
 #include <dtr/runtime.hpp>
 
