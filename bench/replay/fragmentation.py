@@ -3,8 +3,8 @@
 """Fragmentation-aware eviction, measured on the DTR paper's logs (issue 13, item 3).
 
 usage: fragmentation.py [--bin build/bench/replay/dtr-replay] [--logs DIR] [--heuristic H]...
-                        [--ratio R]... [--placement] [--json OUT.json] [--markdown OUT.md]
-                        [--jobs N]
+                        [--ratio R]... [--placement] [--reserve F,F,...] [--json OUT.json]
+                        [--markdown OUT.md] [--jobs N]
 
 Replays every log of DIR (default: $DTR_SHARED/dtr-logs, else ../shared/dtr-logs) with each
 heuristic (default: dtr_local, the runtime's default policy) at each ratio (default 0.5, 0.3,
@@ -22,6 +22,11 @@ For each cell it reports the status and slowdown, the allocations the budget all
 region refused (fragmented), the backend's refusals (one per failed attempt), evictions beyond
 the logical run's, and the region's peak bytes in live blocks against the budget. Prints a
 table per heuristic and a summary, and writes every cell and the summary as JSON.
+
+--reserve F,F,... (e.g. 1,1.05,1.1,1.25,1.5,2) also replays both arena modes with regions of F x
+the budget (the budget itself unchanged) and reports, per cell the logical run finishes, the
+smallest F at which it finishes: the memory that must be reserved for the budget's run to
+survive fragmentation. At the largest F it also reports the region's peak against the budget.
 """
 import argparse
 import glob
@@ -49,7 +54,7 @@ def run_mode(binary, extra, heuristics, ratios, logs, jobs):
             cmd += ["--heuristic", h]
         for r in ratios:
             cmd += ["--ratio", f"{r:g}"]
-        cmd += logs
+        cmd += ["--"] + logs  # CLI11: a repeated option would take the logs as its values
         done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if done.returncode != 0:
             sys.exit(f"fragmentation.py: {' '.join(cmd[:8])} ... failed:\n{done.stderr}")
@@ -69,6 +74,7 @@ def main():
     ap.add_argument("--heuristic", action="append")
     ap.add_argument("--ratio", action="append", type=float)
     ap.add_argument("--placement", action="store_true", help="also window with constants at the top")
+    ap.add_argument("--reserve", help="comma-separated region/budget factors, ascending")
     ap.add_argument("--json")
     ap.add_argument("--markdown")
     ap.add_argument("--jobs", type=int, default=1)
@@ -170,12 +176,49 @@ def main():
         lines.append(f"{s['heuristic']:<12} {s['mode']:<12} {s['finished']:>4}/{s['cells']:<4} "
                      f"{s['fragmented_allocations']:>8} {s['refusals']:>9} {s['extra_evictions_on_common']:>9} "
                      f"{s['geomean_slowdown_on_common']:>8.4f} {s['search_ms_on_common']:>10.1f}")
+    reserve = []
+    if a.reserve:
+        factors = sorted(float(x) for x in a.reserve.split(","))
+        runs = {}
+        for f in factors:
+            for mode in ("one_by_one", "window"):
+                for rec in run_mode(a.bin, ["--arena", "--arena-capacity", f"{f:g}", "--fragmentation", mode],
+                                    heuristics, ratios, logs, a.jobs):
+                    runs[(f, mode, rec["log"], rec["heuristic"], float(rec["ratio"]))] = rec
+        lines.append(f"\nreserve: smallest region / budget among {a.reserve} at which the run finishes "
+                     f"(cells the logical run finishes; '-' = none); peak = region peak / budget at {factors[-1]:g}")
+        lines.append(f"{'heuristic':<12} {'log':<12} {'ratio':>5} | {'one_by_one':>10} {'window':>8} | {'peak':>6}")
+        for h in heuristics:
+            for n in names:
+                for r in ratios:
+                    if cells[("logical", n, h, r)]["status"] != "ok":
+                        continue
+                    entry = {"log": n, "heuristic": h, "ratio": r}
+                    for mode in ("one_by_one", "window"):
+                        ok = [f for f in factors if runs[(f, mode, n, h, r)]["status"] == "ok"]
+                        entry[mode] = ok[0] if ok else None
+                    top = runs[(factors[-1], "window", n, h, r)]
+                    entry["region_peak_over_budget_at_largest"] = top.get("region_peak_bytes", 0) / top["budget_bytes"]
+                    reserve.append(entry)
+                    fmt = lambda v: "-" if v is None else f"{v:g}"
+                    lines.append(f"{h:<12} {short(n):<12} {r:>5.2f} | {fmt(entry['one_by_one']):>10} "
+                                 f"{fmt(entry['window']):>8} | {entry['region_peak_over_budget_at_largest']:>6.3f}")
+        for h in heuristics:
+            mine = [e for e in reserve if e["heuristic"] == h]
+            for mode in ("one_by_one", "window"):
+                counts = {f: sum(e[mode] == f for e in mine) for f in factors}
+                summary.append({"heuristic": h, "mode": mode, "reserve_counts": {f"{f:g}": c for f, c in counts.items()},
+                                "reserve_none": sum(e[mode] is None for e in mine), "reserve_cells": len(mine)})
+                lines.append(f"{h:<12} {mode:<12} cells finishing at region/budget "
+                             + ", ".join(f"{f:g}: {c}" for f, c in counts.items())
+                             + f", none: {sum(e[mode] is None for e in mine)} (of {len(mine)})")
     text = "\n".join(lines)
     print(text)
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"heuristics": heuristics, "ratios": ratios, "modes": [m for m, _ in modes],
-                       "alignment": 256, "capacity": "budget", "cells": rows, "summary": summary}, f, indent=1)
+                       "alignment": 256, "capacity": "budget", "cells": rows, "summary": summary,
+                       "reserve_factors": a.reserve, "reserve": reserve}, f, indent=1)
             f.write("\n")
     if a.markdown:
         with open(a.markdown, "w") as f:

@@ -47,5 +47,5 @@ $BIN $HS --ratio 0.99 --ratio 0.98 --ratio 0.97 --ratio 0.96 --ratio 0.95 --rati
 
 # 6. Fragmentation-aware eviction on a simulated region of exactly the budget (issue 13, item 3).
 python3 bench/replay/fragmentation.py --bin $BIN --logs $LOGS --heuristic dtr_local --heuristic dtr_eqclass \
-    --heuristic dtr --ratio 0.5 --ratio 0.4 --ratio 0.3 --ratio 0.25 --ratio 0.2 --placement \
+    --heuristic dtr --ratio 0.5 --ratio 0.4 --ratio 0.3 --ratio 0.25 --ratio 0.2 --placement --reserve 1,1.05,1.1,1.25,1.5,2 \
     --json $OUT/fragmentation.json > $OUT/fragmentation.txt
