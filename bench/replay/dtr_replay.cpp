@@ -97,9 +97,11 @@ int main(int argc, char** argv) {
     CLI::App app{"dtr-replay: DTR operator logs replayed on dtr::runtime<sim_backend, H> under budgets"};
     app.add_option("logs", logs, "DTR operator logs")->required()->check(CLI::ExistingFile);
     app.add_option("--heuristic", heuristics, "a policy (repeat the flag; default: the paper's seven)\n" +
-                                                  ("heuristics: " + dtr_bench::heuristic_names()));
+                                                  ("heuristics: " + dtr_bench::heuristic_names()))
+        ->allow_extra_args(false); // one value per flag: the logs that follow stay logs
     app.add_option("--ratio", ratios, "a budget ratio of the unlimited peak (repeat; default the paper's nine)")
-        ->check(dtr::tools::positive_real);
+        ->check(dtr::tools::positive_real)
+        ->allow_extra_args(false);
     app.add_option("--json", json, "write every cell as JSON to FILE");
     app.add_option("--search", search, "search strategy: " + dtr_bench::search_names())->capture_default_str();
     app.add_option("--thrash-limit", thrash_limit, "stop a replay whose compute exceeds X times the baseline")
