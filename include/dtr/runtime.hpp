@@ -85,7 +85,6 @@ private:
     static_assert(detail::check_hooks<Heuristic, storage_type>::value);
 
 public:
-
     //! @brief A runtime with the given options over `backend`, choosing victims with
     //! `heuristic`.
     explicit runtime(runtime_options options = {}, Backend backend = Backend{},
