@@ -11,6 +11,7 @@
 // taken on for its whole life, whatever later happens to the handle; a call reading a storage
 // under a live write guard throws dtr::logic_error and changes nothing.
 #include "support/byte_ops.hpp"
+#include "support/expect.hpp"
 
 #include <dtr/runtime.hpp>
 
@@ -38,29 +39,11 @@ namespace {
 
 using host_rt = dtr::runtime<dtr::host_backend>;
 
-std::vector<std::uint8_t> pattern(std::uint8_t first, std::size_t n, int delta = 0) {
-    std::vector<std::uint8_t> v(n);
-    for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::uint8_t>(first + i + static_cast<std::size_t>(delta));
-    return v;
-}
-
 template <class Guard>
 std::vector<std::uint8_t> bytes_of(const Guard& g) {
     std::vector<std::uint8_t> v;
     for (std::byte b : g.span()) v.push_back(u8(b));
     return v;
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-template <class F>
-std::string logic_error_of(F&& f) {
-    try {
-        f();
-    } catch (const dtr::logic_error& e) {
-        return e.what();
-    }
-    return "<no dtr::logic_error thrown>";
 }
 
 //! In-place: every byte of input 0 gains `delta` (an SGD step, in miniature).

@@ -2,6 +2,7 @@
 // Unit tests of dtr::runtime: calls, views, multi-output and data-dependent operators,
 // mutation, release policies, rematerialization, errors.
 #include "support/byte_ops.hpp"
+#include "support/expect.hpp"
 
 #include <dtr/heuristic/dtr_local.hpp>
 #include <dtr/heuristic/largest.hpp>
@@ -18,26 +19,6 @@ using namespace dtr_test;
 namespace {
 
 using host_rt = dtr::runtime<dtr::host_backend>;
-
-std::vector<std::uint8_t> pattern(std::uint8_t first, std::size_t n, int delta = 0) {
-    std::vector<std::uint8_t> v(n);
-    for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::uint8_t>(first + i + delta);
-    return v;
-}
-
-bool contains(const std::string& text, const std::string& part) {
-    return text.find(part) != std::string::npos;
-}
-
-template <class F>
-std::string logic_error_of(F&& f) {
-    try {
-        f();
-    } catch (const dtr::logic_error& e) {
-        return e.what();
-    }
-    return "<no dtr::logic_error thrown>";
-}
 
 } // namespace
 
