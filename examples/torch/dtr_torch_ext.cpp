@@ -49,6 +49,22 @@ namespace py = pybind11;
 
 namespace dtr_torch {
 
+//! Where the bridge's time goes (ns, cumulative; rt.stats()["profile"]): a scoped timer adds
+//! its lifetime to one counter.
+struct profile_counters {
+    std::uint64_t dispatch_ns = 0, kernel_ns = 0, promote_ns = 0, promote_bytes = 0, follow_ns = 0,
+                  stack_ns = 0, runtime_call_ns = 0, wrap_ns = 0;
+};
+inline profile_counters prof;
+struct scoped_ns {
+    std::uint64_t& into;
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    ~scoped_ns() {
+        into += static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+    }
+};
+
 // ---------------------------------------------------------------------------------------
 // Allocation accounting: every byte ATen allocates on the CPU, wherever it comes from.
 
@@ -56,67 +72,98 @@ namespace dtr_torch {
 //! the highest value since the last reset. The DataPtr's context is the data pointer itself
 //! (some ATen code uses raw_allocate/raw_deleter, which require that), so sizes and the
 //! wrapped allocations are kept in a table keyed by address.
+//!
+//! While a runtime is active it also caches: freed blocks of at least cache_min bytes are
+//! kept and handed out again for the same size. The bridge replaces in-place updates by fresh
+//! buffers, and a just-freed block is warm and already faulted in, where glibc would return
+//! large blocks to the system (munmap) and fault fresh pages in at the next allocation. The
+//! cache never raises what the allocator holds above the highest *demand* (bytes allocated
+//! and not freed, cache excluded) since the last reset: an allocation the cache cannot serve
+//! first frees cached blocks until the demand peak covers it. So the measured allocator peak
+//! is the peak of what ATen asked for, as without the cache.
 class counting_allocator final : public c10::Allocator {
 public:
     explicit counting_allocator(c10::Allocator* base) : base_(base) {}
 
     c10::DataPtr allocate(size_t n) const override {
-        if (caching_.load(std::memory_order_relaxed) && n >= cache_min) {
+        std::vector<c10::DataPtr> drop; // freed outside the lock
+        {
             std::lock_guard<std::mutex> lock(mutex_);
-            auto it = cache_.find(n);
-            if (it != cache_.end()) {
-                // a block of exactly this size freed while a runtime was active: warm and
-                // already faulted in (still counted in current_: it was held all along)
-                c10::DataPtr inner = std::move(it->second);
+            if (caching_active() && n >= cache_min) {
+                auto it = cache_.find(n);
+                if (it != cache_.end()) {
+                    // still counted in current_: it was held all along
+                    c10::DataPtr inner = std::move(it->second);
+                    cache_.erase(it);
+                    cached_ -= n;
+                    void* data = inner.get();
+                    const c10::Device device = inner.device();
+                    live_.emplace(data, entry{std::move(inner), n});
+                    ++reused_;
+                    note_demand();
+                    return {data, data, &release, device};
+                }
+            }
+            // a miss: make room so that current_ stays within the demand peak
+            const std::size_t demand = current_ - cached_ + n;
+            const std::size_t limit = std::max(demand_peak_, demand);
+            while (cached_ != 0 && current_ + n > limit) {
+                auto it = cache_.begin();
+                cached_ -= it->first;
+                current_ -= it->first;
+                drop.push_back(std::move(it->second));
                 cache_.erase(it);
-                cached_ -= n;
-                void* data = inner.get();
-                const c10::Device device = inner.device();
-                live_.emplace(data, entry{std::move(inner), n});
-                ++reused_;
-                return {data, data, &release, device};
             }
         }
+        drop.clear();
         c10::DataPtr inner = base_->allocate(n);
         void* data = inner.get();
         const c10::Device device = inner.device();
         if (data == nullptr) return inner; // zero-byte allocations: nothing to count
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            live_.emplace(data, entry{std::move(inner), n});
-        }
-        const std::size_t now = current_.fetch_add(n) + n;
-        std::size_t peak = peak_.load();
-        while (now > peak && !peak_.compare_exchange_weak(peak, now)) {}
-        total_.fetch_add(n);
+        std::lock_guard<std::mutex> lock(mutex_);
+        live_.emplace(data, entry{std::move(inner), n});
+        current_ += n;
+        peak_ = std::max(peak_, current_);
+        total_ += n;
+        note_demand();
         return {data, data, &release, device};
     }
     c10::DeleterFnPtr raw_deleter() const override { return &release; }
 
-    //! While a runtime is active, freed blocks of at least cache_min bytes are kept (up to
-    //! cache_cap bytes in all) and handed out again for the same size: the bridge replaces
-    //! in-place updates by fresh buffers, and reusing a just-freed block avoids the page
-    //! faults and cold cache lines of new memory. Turning it off frees the cache.
+    //! Caching on (a runtime entered) or off (left: the cache is freed).
     void set_caching(bool on) {
-        caching_.store(on);
-        if (on) return;
         std::unordered_multimap<std::size_t, c10::DataPtr> drop;
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            drop.swap(cache_);
-            current_.fetch_sub(cached_);
-            cached_ = 0;
-        }
+        std::lock_guard<std::mutex> lock(mutex_);
+        caching_ = on;
+        if (on) return;
+        drop.swap(cache_);
+        current_ -= cached_;
+        cached_ = 0;
     }
-    std::size_t cached() const noexcept { return cached_; }
-    std::size_t reused() const noexcept { return reused_; }
+    //! Paused: neither hands out nor keeps blocks, but keeps what it holds (overhead.py runs
+    //! plain PyTorch's steps with the bridge's cache paused).
+    void set_paused(bool p) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        paused_ = p;
+    }
+    std::size_t cached() const { std::lock_guard<std::mutex> l(mutex_); return cached_; }
+    std::size_t reused() const { std::lock_guard<std::mutex> l(mutex_); return reused_; }
     static constexpr std::size_t cache_min = 64 << 10;
-    static constexpr std::size_t cache_cap = 128 << 20;
 
-    std::size_t current() const noexcept { return current_.load(); }
-    std::size_t peak() const noexcept { return peak_.load(); }
-    std::size_t total() const noexcept { return total_.load(); }
-    void reset_peak() noexcept { peak_.store(current_.load()); }
+    std::size_t current() const { std::lock_guard<std::mutex> l(mutex_); return current_; }
+    std::size_t peak() const { std::lock_guard<std::mutex> l(mutex_); return peak_; }
+    std::size_t total() const { std::lock_guard<std::mutex> l(mutex_); return total_; }
+    //! A new measurement: the peak restarts from what is held now, the demand peak from what is
+    //! demanded now, and the cache gives back what exceeds it.
+    void reset_peak() {
+        std::unordered_multimap<std::size_t, c10::DataPtr> drop;
+        std::lock_guard<std::mutex> lock(mutex_);
+        drop.swap(cache_);
+        current_ -= cached_;
+        cached_ = 0;
+        peak_ = current_;
+        demand_peak_ = current_;
+    }
 
     static counting_allocator* instance;
 
@@ -125,6 +172,9 @@ private:
         c10::DataPtr inner;
         std::size_t bytes;
     };
+    bool caching_active() const { return caching_ && !paused_; }
+    void note_demand() const { demand_peak_ = std::max(demand_peak_, current_ - cached_); }
+
     static void release(void* p) {
         counting_allocator* self = instance;
         entry e;
@@ -134,27 +184,22 @@ private:
             if (it == self->live_.end()) return;
             e = std::move(it->second);
             self->live_.erase(it);
-            if (self->caching_.load(std::memory_order_relaxed) && e.bytes >= cache_min &&
-                self->cached_ + e.bytes <= cache_cap) {
+            if (self->caching_active() && e.bytes >= cache_min) {
                 self->cached_ += e.bytes;
                 self->cache_.emplace(e.bytes, std::move(e.inner));
                 return; // still held: current_ unchanged
             }
+            self->current_ -= e.bytes;
         }
-        self->current_.fetch_sub(e.bytes);
-        // e.inner frees the block through the wrapped allocator
+        // e.inner frees the block through the wrapped allocator, outside the lock
     }
 
     c10::Allocator* base_;
     mutable std::mutex mutex_;
     mutable std::unordered_map<void*, entry> live_;
     mutable std::unordered_multimap<std::size_t, c10::DataPtr> cache_;
-    mutable std::size_t cached_ = 0;
-    mutable std::size_t reused_ = 0;
-    std::atomic<bool> caching_{false};
-    mutable std::atomic<std::size_t> current_{0};
-    mutable std::atomic<std::size_t> peak_{0};
-    mutable std::atomic<std::size_t> total_{0};
+    mutable std::size_t cached_ = 0, reused_ = 0, current_ = 0, peak_ = 0, total_ = 0, demand_peak_ = 0;
+    bool caching_ = false, paused_ = false;
 };
 
 counting_allocator* counting_allocator::instance = nullptr;
@@ -513,7 +558,10 @@ void recipe::run(context_t& ctx) {
         }
     } restore_rng{generator, saved_state};
 
-    op->callBoxed(&s);
+    {
+        scoped_ns t{prof.kernel_ns};
+        op->callBoxed(&s);
+    }
 
     // Outputs, in return order; undefined results still occupy an (empty) output.
     block_table& table = ctx.backend().table();
@@ -764,6 +812,7 @@ public:
     //! prefixed with the operator's name; RuntimeError ("dtr_torch: unsupported: ...") for
     //! what the bridge cannot express.
     py::object dispatch(const op_info& info, py::tuple args, py::dict kwargs) {
+        scoped_ns t{prof.dispatch_ns};
         try {
             return dispatch_impl(info, std::move(args), std::move(kwargs));
         } catch (const dtr::out_of_memory& e) {
@@ -800,6 +849,8 @@ public:
     //! optimizer state) stops depending on the step that computed it.
     void promote(const ref_ptr& ref) {
         if (!rt_->is_rematerializable(ref->handle)) return;
+        scoped_ns t{prof.promote_ns};
+        prof.promote_bytes += ref->nbytes();
         auto p = pin(ref->handle);
         dtr::tensor c;
         try {
@@ -834,6 +885,7 @@ public:
     }
 
     py::object wrap(ref_ptr ref, const geometry& g) {
+        scoped_ns t{prof.wrap_ns};
         py::tuple size(g.sizes.size()), stride(g.strides.size());
         for (std::size_t i = 0; i < g.sizes.size(); ++i) size[i] = py::int_(g.sizes[i]);
         for (std::size_t i = 0; i < g.strides.size(); ++i) stride[i] = py::int_(g.strides[i]);
@@ -864,6 +916,7 @@ private:
 };
 
 void bridge::follow_mutation(const ref_ptr& ref) {
+    scoped_ns t{prof.follow_ns};
     bool any = false;
     for (auto& w : ref->plains)
         if (w.lock()) any = true;
@@ -898,6 +951,8 @@ struct found_tensor {
 
 py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict kwargs) {
     const c10::FunctionSchema& schema = info.op->schema();
+    std::optional<scoped_ns> stack_timer;
+    stack_timer.emplace(scoped_ns{prof.stack_ns});
     // __torch_dispatch__ hands wrapped numbers (Python scalars ATen turned into 0-dim tensors)
     // back as Python numbers; the boxed call needs them as wrapped-number tensors again.
     {
@@ -979,6 +1034,7 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
         }
     }
 
+    stack_timer.reset();
     // Which distinct storages the call writes.
     std::vector<std::uint8_t> mutated(inputs.size(), 0);
     bool writes = false;
@@ -1076,7 +1132,7 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
                 unsupported(info.name + ": a view operator with optional tensor lists");
             }
         }
-        info.op->callBoxed(&s);
+        { scoped_ns kt{prof.kernel_ns}; info.op->callBoxed(&s); }
         auto wrap_view = [&](const at::Tensor& t) -> py::object {
             if (!t.defined()) return py::none();
             if (t.is_conj() || t.is_neg())
@@ -1157,7 +1213,7 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
                 s[a.stack_index] = std::move(l);
             }
         }
-        info.op->callBoxed(&s);
+        { scoped_ns kt{prof.kernel_ns}; info.op->callBoxed(&s); }
         if (!eager_constant) {
             for (c10::IValue& v : s)
                 if (v.isTensor() || v.isTensorList())
@@ -1240,6 +1296,7 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
             for (const ref_ptr& in : inputs) c += static_cast<dtr::cost_t>(in->nbytes());
             cost = c;
         }
+        scoped_ns ct{prof.runtime_call_ns};
         outs = rt_->call(recipe_op{r}, in_handles, n_out, std::move(mutates), cost);
     } catch (const dtr::out_of_memory& e) {
         raise(oom_type_, info.name + ": " + e.what());
@@ -1415,7 +1472,16 @@ PYBIND11_MODULE(_dtr_torch, m) {
         d["reused"] = cpu_counter().reused();
         return d;
     });
+    m.def("profile", [] {
+        py::dict d;
+        d["dispatch_ns"] = prof.dispatch_ns; d["kernel_ns"] = prof.kernel_ns; d["promote_ns"] = prof.promote_ns;
+        d["promote_bytes"] = prof.promote_bytes; d["follow_ns"] = prof.follow_ns; d["stack_ns"] = prof.stack_ns;
+        d["runtime_call_ns"] = prof.runtime_call_ns; d["wrap_ns"] = prof.wrap_ns;
+        return d;
+    });
+    m.def("reset_profile", [] { prof = profile_counters{}; });
     m.def("reset_allocator_peak", [] { cpu_counter().reset_peak(); });
     m.def("set_allocator_caching", [](bool on) { cpu_counter().set_caching(on); });
+    m.def("pause_allocator_cache", [](bool on) { cpu_counter().set_paused(on); });
     m.attr("cuda_compiled") = false;
 }

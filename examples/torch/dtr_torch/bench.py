@@ -77,6 +77,7 @@ class _Run:
         self.params: List[torch.Tensor] = []
         self.grads: List[Optional[torch.Tensor]] = []
         self.times: List[float] = []
+        self.cpu_times: List[float] = []
         self.alloc_peak = 0
         self.stats: dict = {}
         self.state_bytes = 0
@@ -102,6 +103,7 @@ def _train(factory, batch: int, steps: int, seed: int, optimizer: str, runtime=N
     def loop():
         for _ in range(steps):
             t0 = time.perf_counter()
+            c0 = time.thread_time()
             # set_to_none (PyTorch 2's default): gradients do not occupy memory through the
             # forward pass, in the plain run and under the bridge alike
             opt.zero_grad(set_to_none=True)
@@ -109,6 +111,7 @@ def _train(factory, batch: int, steps: int, seed: int, optimizer: str, runtime=N
             loss.backward()
             opt.step()
             run.times.append(time.perf_counter() - t0)
+            run.cpu_times.append(time.thread_time() - c0)
             run.loss = dtr_torch.materialize(loss.detach())  # as a user logging the loss would
 
     if runtime is None:
@@ -150,7 +153,7 @@ def _median_after_warmup(times: List[float]) -> float:
 def _row(model: str, ratio: float, budget: int, plain: _Run, peak: int, floor,
          run: Optional[_Run], status: str, error: str = "") -> dict:
     row = {"model": model, "ratio": ratio, "budget_bytes": budget, "status": status,
-           "bit_identical": None, "step_time_ratio": None, "runtime_peak_bytes": None,
+           "bit_identical": None, "step_time_ratio": None, "step_cpu_ratio": None, "runtime_peak_bytes": None,
            "allocator_peak_bytes": None, "plain_peak_bytes": plain.alloc_peak, "remats": None,
            "evictions": None, "physical_floor": floor[0], "physical_floor_with_grads": floor[1]}
     if run is not None and run.stats:
@@ -160,6 +163,9 @@ def _row(model: str, ratio: float, budget: int, plain: _Run, peak: int, floor,
     if status == "ok":
         row["bit_identical"] = _identical(plain, run)
         row["step_time_ratio"] = _median_after_warmup(run.times) / _median_after_warmup(plain.times)
+        # the calling thread's CPU time (one torch thread: the kernels run on it, backward
+        # included), far less sensitive than wall time to other processes on the machine
+        row["step_cpu_ratio"] = _median_after_warmup(run.cpu_times) / _median_after_warmup(plain.cpu_times)
         row["allocator_peak_bytes"] = run.alloc_peak
     if error:
         row["error"] = error
@@ -194,11 +200,12 @@ def _fmt_bytes(n) -> str:
 
 def _print_row(r: dict) -> None:
     tr = "-" if r["step_time_ratio"] is None else f"{r['step_time_ratio']:.3f}"
+    tc = "-" if r.get("step_cpu_ratio") is None else f"{r['step_cpu_ratio']:.3f}"
     bi = "-" if r["bit_identical"] is None else ("yes" if r["bit_identical"] else "NO")
     tag = " (floor)" if r.get("floor") else ""
     print(f"{r['ratio']:>7.3f}{tag:8} {_fmt_bytes(r['budget_bytes']):>9} {r['status']:>6} "
           f"{_fmt_bytes(r['runtime_peak_bytes']):>9} {_fmt_bytes(r['allocator_peak_bytes']):>9} "
-          f"{_fmt_bytes(r['plain_peak_bytes']):>9} {tr:>7} {str(r['remats']):>7} "
+          f"{_fmt_bytes(r['plain_peak_bytes']):>9} {tr:>7} {tc:>7} {str(r['remats']):>7} "
           f"{str(r['evictions']):>7} {bi:>5}", flush=True)
     if r.get("error"):
         print(f"         {r['status']}: {r['error'][:400]}", flush=True)
@@ -246,15 +253,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     floor_grads = (floor_bytes + unlimited.param_bytes) / peak
     print(f"# {a.model} batch {a.batch} steps {a.steps} heuristic {a.heuristic} threads {a.threads} "
           f"optimizer {a.optimizer}")
-    print(f"# plain: median step {_median_after_warmup(plain.times) * 1e3:.1f} ms, allocator peak "
+    print(f"# plain: median step {_median_after_warmup(plain.times) * 1e3:.1f} ms "
+          f"(CPU {_median_after_warmup(plain.cpu_times) * 1e3:.1f} ms), allocator peak "
           f"{_fmt_bytes(plain.alloc_peak)}; unlimited runtime: peak {_fmt_bytes(peak)}, step "
-          f"{_median_after_warmup(unlimited.times) * 1e3:.1f} ms, allocator peak {_fmt_bytes(unlimited.alloc_peak)}, "
+          f"{_median_after_warmup(unlimited.times) * 1e3:.1f} ms (CPU {_median_after_warmup(unlimited.cpu_times) * 1e3:.1f} ms), "
+          f"allocator peak {_fmt_bytes(unlimited.alloc_peak)}, "
           f"bit-identical {'yes' if _identical(plain, unlimited) else 'NO'}")
     print(f"# physical floor f = (params {_fmt_bytes(unlimited.param_bytes)} + optimizer state "
           f"{_fmt_bytes(unlimited.state_bytes)} + largest operator {_fmt_bytes(unlimited.stats['max_op_bytes'])}) "
           f"/ peak = {floor:.3f}; with the gradients {floor_grads:.3f}")
     print(f"{'ratio':>7}{'':8} {'budget':>9} {'status':>6} {'rt peak':>9} {'alloc pk':>9} {'plain pk':>9} "
-          f"{'time x':>7} {'remats':>7} {'evicts':>7} {'equal':>5}")
+          f"{'time x':>7} {'cpu x':>7} {'remats':>7} {'evicts':>7} {'equal':>5}")
     rows = []
     for r in ratios:
         row, _ = _attempt(a, factory, r, peak, plain, (floor, floor_grads))
@@ -285,6 +294,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         _print_row(best)
         print(f"# floor: lowest ratio that finished {hi:.3f} (failed at {lo:.3f}); physical floor {floor:.3f}; "
               f"floor / f = {hi / floor:.2f}")
+    print(f"# load average {os.getloadavg()[0]:.2f} at the end (a 2-core machine shared with other jobs: "
+          f"compare the CPU-time column)")
     print(f"# process peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
     if a.json:
         with open(a.json, "w", encoding="utf-8") as f:
