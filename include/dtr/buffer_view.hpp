@@ -20,20 +20,25 @@ class buffer_view {
 public:
     using pointer = Pointer;
 
+    //! @brief An empty view.
     constexpr buffer_view() = default;
+    //! @brief The bytes [data, data + size); nothing is checked or owned.
     constexpr buffer_view(Pointer data, std::size_t size) noexcept : data_(data), size_(size) {}
-    //! A read-only view of the same bytes (std::byte* to const std::byte*).
+    //! @brief A read-only view of the same bytes (std::byte* to const std::byte*).
     template <class Other>
         requires(!std::is_same_v<Other, Pointer> && std::is_convertible_v<Other, Pointer>)
     constexpr buffer_view(buffer_view<Other> other) noexcept
         : data_(other.data()), size_(other.size()) {}
 
+    //! @brief Returns: the first byte's address.
     [[nodiscard]] constexpr Pointer data() const noexcept { return data_; }
+    //! @brief Returns: the number of bytes.
     [[nodiscard]] constexpr std::size_t size() const noexcept { return size_; }
+    //! @brief Returns: size() == 0.
     [[nodiscard]] constexpr bool empty() const noexcept { return size_ == 0; }
 
-    //! @brief The sub-range [offset, offset + length). Throws dtr::logic_error if it does
-    //! not lie inside this view.
+    //! @brief Returns: the sub-range [offset, offset + length).
+    //! Throws: dtr::logic_error when it does not lie inside this view.
     [[nodiscard]] buffer_view subview(std::size_t offset, std::size_t length) const {
         DTR_EXPECTS(offset <= size_ && length <= size_ - offset,
                     "sub-view [" + std::to_string(offset) + ", +" + std::to_string(length) +
@@ -41,16 +46,17 @@ public:
         return {data_ + offset, length};
     }
 
-    //! @brief Host memory as a span of bytes.
+    //! @brief Returns: the bytes as a span (host pointers only).
     [[nodiscard]] auto span() const noexcept
         requires std::is_pointer_v<Pointer>
     {
         return std::span{data_, size_};
     }
 
-    //! @brief Host memory as a span of T (const T for read-only views). Throws
-    //! dtr::logic_error when the size is not a multiple of sizeof(T) or the address is
-    //! misaligned for T.
+    //! @brief Returns: the bytes as a span of T, const T for read-only views (host pointers
+    //! only).
+    //! Throws: dtr::logic_error when the size is not a multiple of sizeof(T) or the address
+    //! is misaligned for T.
     template <class T>
     [[nodiscard]] auto as() const
         requires std::is_pointer_v<Pointer> && std::is_trivially_copyable_v<T>

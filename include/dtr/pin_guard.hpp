@@ -35,9 +35,11 @@ public:
     using pointer = std::conditional_t<Writable, typename Runtime::pointer,
                                        typename Runtime::const_pointer>;
 
+    //! @brief Effects: takes over `other`'s pin; `other` becomes inactive.
     basic_pin_guard(basic_pin_guard&& other) noexcept
         : runtime_(std::exchange(other.runtime_, nullptr)), handle_(std::move(other.handle_)),
           storage_(std::exchange(other.storage_, nullptr)), view_(other.view_) {}
+    //! @brief Effects: releases this guard's pin (as reset()), then takes over `other`'s.
     basic_pin_guard& operator=(basic_pin_guard&& other) noexcept {
         if (this != &other) {
             reset();
@@ -50,29 +52,39 @@ public:
     }
     basic_pin_guard(const basic_pin_guard&) = delete;
     basic_pin_guard& operator=(const basic_pin_guard&) = delete;
+    //! @brief Effects: as reset().
     ~basic_pin_guard() { reset(); }
 
-    //! @brief The pinned bytes (the version the tensor named when the guard was taken).
-    //! @throws dtr::logic_error on a released guard, or when its runtime has been destroyed.
+    //! @brief Returns: the pinned bytes (the version the tensor named when the guard was
+    //! taken); the address is stable while the guard is active.
+    //! Throws: dtr::logic_error on a released guard, or when its runtime has been destroyed.
     [[nodiscard]] buffer_view<pointer> data() const {
         DTR_EXPECTS(runtime_ != nullptr, "data() of a released pin guard");
         DTR_EXPECTS(!handle_.orphaned(), "data() of a pin guard whose runtime has been destroyed");
         return view_;
     }
-    //! @brief Host memory as a span of bytes.
+    //! @brief Returns: data() as a span of bytes (host backends only).
+    //! Throws: as data().
     [[nodiscard]] auto span() const { return data().span(); }
-    //! @brief Host memory as a span of T.
+    //! @brief Returns: data() as a span of T (host backends only).
+    //! Throws: as data(), and as buffer_view::as().
     template <class T>
     [[nodiscard]] auto as() const {
         return data().template as<T>();
     }
-    //! @brief The tensor the guard was taken on. After a mutation it names the tensor's
-    //! new version, while data() still shows the pinned one.
+    //! @brief Returns: the tensor the guard was taken on (empty once released). After a
+    //! mutation it names the tensor's new version, while data() still shows the pinned one.
     [[nodiscard]] const tensor& handle() const noexcept { return handle_; }
-    //! @brief True while the guard pins something (not released, not moved from).
+    //! @brief Returns: whether the guard pins something (not released, not moved from).
     [[nodiscard]] bool active() const noexcept { return runtime_ != nullptr; }
 
-    //! @brief Unpins early; the guard becomes empty. Harmless once the runtime is gone.
+    //! @brief Unpins early.
+    //!
+    //! Effects: the pinned storage version becomes evictable again once nothing else pins
+    //! it (an old version left behind by a mutation and read by nothing is freed); a write
+    //! guard's constant may be read by operators again; the guard becomes inactive and drops
+    //! its handle. Harmless on an inactive guard or once the runtime is gone.
+    //! Complexity: constant, plus the release of the handle.
     void reset() noexcept {
         if (auto* rt = std::exchange(runtime_, nullptr)) {
             // An orphaned handle means the runtime was destroyed: nothing is pinned any more.

@@ -73,47 +73,63 @@ inline void drop_reference(tensor_node* node) noexcept {
 //! Not thread-safe, like the runtime it belongs to.
 class tensor {
 public:
+    //! @brief An empty handle.
     tensor() noexcept = default;
+    //! @brief Effects: shares `other`'s tensor (one more reference). Complexity: constant.
     tensor(const tensor& other) noexcept : node_(other.node_) {
         if (node_ != nullptr) ++node_->refs;
     }
+    //! @brief Effects: takes `other`'s reference; `other` becomes empty.
     tensor(tensor&& other) noexcept : node_(std::exchange(other.node_, nullptr)) {}
+    //! @brief Effects: refers to `other`'s tensor; the reference held before is dropped
+    //! as by reset().
     tensor& operator=(tensor other) noexcept {
         std::swap(node_, other.node_);
         return *this;
     }
+    //! @brief Effects: as reset().
     ~tensor() { reset(); }
 
-    //! @brief Drops this handle's reference; the handle becomes empty.
+    //! @brief Drops this handle's reference.
+    //!
+    //! Effects: the handle becomes empty. When it held the tensor's last reference, the
+    //! runtime releases the tensor (evicts or banishes its storage, per dealloc_policy; a
+    //! release during a runtime operation is handled when that operation ends); an orphaned
+    //! tensor is freed.
+    //! Complexity: constant, plus the release's work when it is the last reference.
     void reset() noexcept {
         if (auto* node = std::exchange(node_, nullptr)) detail::drop_reference(node);
     }
 
-    //! @brief True when the handle refers to a tensor.
+    //! @brief Returns: whether the handle refers to a tensor (possibly an orphan).
     [[nodiscard]] bool valid() const noexcept { return node_ != nullptr; }
+    //! @brief Returns: valid().
     explicit operator bool() const noexcept { return valid(); }
 
-    //! @brief Size of the tensor's bytes (its view, not its whole storage).
-    //! @throws dtr::logic_error on an empty handle.
+    //! @brief Returns: the size in bytes of the tensor's view (not of its whole storage).
+    //! Throws: dtr::logic_error on an empty handle.
     [[nodiscard]] std::size_t size() const {
         DTR_EXPECTS(node_ != nullptr, "size() of an empty tensor handle (released or moved-from)");
         return node_->length;
     }
 
-    //! @brief Byte offset of this view within its storage.
+    //! @brief Returns: the byte offset of the tensor's view within its storage.
+    //! Throws: dtr::logic_error on an empty handle.
     [[nodiscard]] std::size_t offset() const {
         DTR_EXPECTS(node_ != nullptr, "offset() of an empty tensor handle (released or moved-from)");
         return node_->offset;
     }
 
-    //! @brief True when the handle refers to a tensor whose runtime has been destroyed (it
-    //! can only be destroyed or reset).
+    //! @brief Returns: whether the handle refers to a tensor whose runtime has been
+    //! destroyed (such a handle can only be destroyed or reset).
     [[nodiscard]] bool orphaned() const noexcept { return node_ != nullptr && node_->owner == nullptr; }
 
-    //! @brief Number of handles sharing this tensor (diagnostics and tests).
+    //! @brief Returns: the number of handles sharing this tensor, 0 for an empty handle
+    //! (diagnostics and tests).
     [[nodiscard]] std::uint64_t use_count() const noexcept { return node_ ? node_->refs : 0; }
 
-    //! @brief True when both handles refer to the same tensor.
+    //! @brief Returns: whether both handles refer to the same tensor (two empty handles
+    //! compare equal).
     friend bool operator==(const tensor& a, const tensor& b) noexcept { return a.node_ == b.node_; }
 
 private:
