@@ -6,6 +6,14 @@
 //! through a runtime; it keeps resident bytes under the budget by evicting storages the
 //! heuristic picks and recomputing them, from their recorded operators, when they are
 //! needed again. See docs/design.md for the data model and invariants.
+//!
+//! The class is a facade: the work is done by collaborators in dtr/detail, one
+//! responsibility each, which this header includes and none of which includes it back:
+//! dependency_graph.hpp (the registry of storages and records), execution.hpp (one
+//! operator's run and the commit of its outputs), rematerializer.hpp (securing inputs with
+//! an explicit stack), evictable_pool.hpp (the pool, victim choice, eviction),
+//! budgeted_memory.hpp (allocation under the budget), release_queue.hpp (release and
+//! banishing), cost_queue.hpp (deferred costs), invariants.hpp.
 #pragma once
 
 #include <dtr/arena.hpp>
@@ -23,7 +31,14 @@
 #include <dtr/options.hpp>
 #include <dtr/pin_guard.hpp>
 #include <dtr/tensor.hpp>
-#include <dtr/detail/graph.hpp>
+#include <dtr/detail/budgeted_memory.hpp>
+#include <dtr/detail/cost_queue.hpp>
+#include <dtr/detail/dependency_graph.hpp>
+#include <dtr/detail/evictable_pool.hpp>
+#include <dtr/detail/execution.hpp>
+#include <dtr/detail/invariants.hpp>
+#include <dtr/detail/rematerializer.hpp>
+#include <dtr/detail/release_queue.hpp>
 
 #include <array>
 #include <chrono>
@@ -57,7 +72,7 @@ namespace dtr {
 //!
 //! Not thread-safe: one runtime per device and thread, as a framework's allocator would be.
 template <class Backend, class Heuristic = heuristics::dtr_eqclass>
-class runtime final : private detail::runtime_base, private detail::executor<Backend> {
+class runtime final : private detail::runtime_base {
     static_assert(backend<Backend>,
                   "dtr::runtime<Backend, Heuristic>: Backend does not model dtr::backend "
                   "(pointer types, allocate/deallocate/copy, and "
@@ -68,14 +83,18 @@ class runtime final : private detail::runtime_base, private detail::executor<Bac
                   "(a storage_data type, and score(storage, context) or choose(pool, context); "
                   "see dtr/concepts.hpp)");
 
+    using meta_type = typename Heuristic::storage_data;
+
 public:
     using backend_type = Backend;
     using heuristic_type = Heuristic;
     using pointer = typename Backend::pointer;
     using const_pointer = typename Backend::const_pointer;
     using context = op_context<Backend>;
-    //! The storage type heuristics are instantiated with.
-    using storage_type = detail::storage_node<Backend, typename Heuristic::storage_data>;
+    //! The storage type heuristics are instantiated with: accessors only.
+    using storage_type = detail::storage_node<Backend, meta_type>;
+    //! The evictable pool as heuristics see it in `choose` (a range of storage_type).
+    using pool_type = detail::pool_list<Backend, meta_type>;
     using read_guard = basic_pin_guard<runtime, false>;
     using write_guard = basic_pin_guard<runtime, true>;
 
@@ -85,8 +104,8 @@ private:
     static_assert(detail::check_hooks<Heuristic, storage_type>::value);
 
 public:
-    //! @brief A runtime with the given options over `backend`, choosing victims with
-    //! `heuristic`.
+    //! @brief Effects: a runtime with `options` over `backend`, choosing victims with
+    //! `heuristic`; nothing is allocated.
     explicit runtime(runtime_options options = {}, Backend backend = Backend{},
                      Heuristic heuristic = Heuristic{})
         : backend_(std::move(backend)), heuristic_(std::move(heuristic)), options_(options) {}
@@ -94,33 +113,45 @@ public:
     runtime(const runtime&) = delete;
     runtime& operator=(const runtime&) = delete;
 
-    //! @brief Frees every storage. Handles that outlive the runtime become orphans: they
-    //! can still be destroyed, but any use throws dtr::logic_error.
+    //! @brief Effects: frees every storage. Handles that outlive the runtime become
+    //! orphans: they can still be destroyed, but any use throws dtr::logic_error.
     ~runtime();
 
     // ---- creating tensors -----------------------------------------------------------
 
-    //! @brief A constant (parameter, input): never evicted, never recomputed. Its bytes are
-    //! uninitialized; fill them with pin_for_write() before using it.
-    //! @throws dtr::out_of_memory when it cannot fit under the budget.
+    //! @brief A constant (parameter, input): never evicted, never recomputed.
+    //!
+    //! Effects: allocates `bytes` under the budget, uninitialized; fill them with
+    //! pin_for_write() before an operator reads them.
+    //! Returns: a handle to the whole constant.
+    //! Throws: dtr::out_of_memory when it cannot fit (nothing changed but evictions).
     tensor constant(std::size_t bytes) {
         return constant(bytes, [](buffer_view<pointer>) {});
     }
 
-    //! @brief A constant whose bytes `init(buffer_view<pointer>)` writes. `init` must not
-    //! call the runtime.
+    //! @brief A constant whose bytes `init(buffer_view<pointer>)` writes.
+    //!
+    //! Effects: as constant(bytes), then runs `init`, which must not call the runtime.
+    //! Throws: dtr::out_of_memory, or what `init` throws (the constant is then freed).
     template <class Init>
     tensor constant(std::size_t bytes, Init&& init);
 
-    //! @brief Runs a one-output operator on `inputs` and returns its output.
-    //! @throws dtr::out_of_memory (strong guarantee), dtr::logic_error on misuse, and
-    //! whatever the operator throws.
+    //! @brief Runs a one-output operator on `inputs`.
+    //!
+    //! Effects: secures the inputs (recomputing evicted ones), runs `op` under the budget,
+    //! evicting as needed, and records it as the recipe of its output.
+    //! Returns: the output.
+    //! Throws: dtr::out_of_memory (strong guarantee for the call's own effects),
+    //! dtr::thrashing, dtr::logic_error on misuse, and whatever the operator throws.
+    //! Complexity: amortized constant beyond the operator, its inputs and outputs, and the
+    //! evictions and recomputations it causes.
     template <class Op>
     tensor call(Op&& op, std::span<const tensor> inputs, call_options options = {}) {
         tensor out;
         call_impl(std::forward<Op>(op), inputs, 1, options, &out);
         return out;
     }
+    //! @brief As call(op, span, options).
     template <class Op>
     tensor call(Op&& op, std::initializer_list<tensor> inputs, call_options options = {}) {
         return call(std::forward<Op>(op), std::span<const tensor>(inputs.begin(), inputs.size()),
@@ -128,12 +159,14 @@ public:
     }
 
     //! @brief Runs an operator with N outputs: `auto [a, b] = rt.call<2>(op, {x});`.
+    //! Effects, Throws: as call().
     template <std::size_t N, class Op>
     std::array<tensor, N> call(Op&& op, std::span<const tensor> inputs, call_options options = {}) {
         std::array<tensor, N> out;
         call_impl(std::forward<Op>(op), inputs, N, options, out.data());
         return out;
     }
+    //! @brief As call<N>(op, span, options).
     template <std::size_t N, class Op>
     std::array<tensor, N> call(Op&& op, std::initializer_list<tensor> inputs,
                                call_options options = {}) {
@@ -142,6 +175,7 @@ public:
     }
 
     //! @brief Runs an operator whose number of outputs is known only at run time.
+    //! Effects, Throws: as call(). Returns: its `outputs` outputs.
     template <class Op>
     std::vector<tensor> call_n(std::size_t outputs, Op&& op, std::span<const tensor> inputs,
                                call_options options = {}) {
@@ -151,15 +185,19 @@ public:
     }
 
     //! @brief Runs an in-place operator that updates inputs `mutated` (through
-    //! op_context::inout) and has no outputs. Afterwards the mutated tensors (and, under
-    //! mutation_scope::storage, every view of their storages) hold the new values; the old
-    //! values stay available to the operators that read them (copy-on-write).
+    //! op_context::inout) and has no outputs.
+    //!
+    //! Effects: the mutated tensors (and, under mutation_scope::storage, every view of their
+    //! storages) hold the new values, in new storage versions; the old values stay available
+    //! to the operators that read them (copy-on-write).
+    //! Throws: as call(); dtr::logic_error for a mutated index out of range.
     template <class Op>
     void mutate(Op&& op, std::span<const tensor> inputs, std::vector<std::uint32_t> mutated,
                 std::optional<cost_t> cost = std::nullopt) {
         call_options options{cost, std::move(mutated)};
         call_impl(std::forward<Op>(op), inputs, 0, options, nullptr);
     }
+    //! @brief As mutate(op, span, mutated, cost).
     template <class Op>
     void mutate(Op&& op, std::initializer_list<tensor> inputs, std::vector<std::uint32_t> mutated,
                 std::optional<cost_t> cost = std::nullopt) {
@@ -167,121 +205,122 @@ public:
                std::move(mutated), cost);
     }
 
-    //! @brief A new tensor viewing bytes [offset, offset + length) of `t`, without running an
-    //! operator (pure metadata). With the full range it is a second, independently
+    //! @brief A view of bytes [offset, offset + length) of `t`, without running an
+    //! operator (pure metadata).
+    //!
+    //! Returns: a new tensor on `t`'s storage; with the full range, a second, independently
     //! rebindable name for the same value (what the DTR logs call COPY).
+    //! Throws: dtr::logic_error when the range exceeds `t`, or on misuse.
     tensor view(const tensor& t, std::size_t offset, std::size_t length);
+    //! @brief As view(t, 0, t.size()).
     tensor view(const tensor& t) { return view(t, 0, node_of(t, "view")->length); }
 
     // ---- access -----------------------------------------------------------------------
 
-    //! @brief Makes `t` resident (recomputing it if needed) and keeps it so while the guard
-    //! lives; the guard's data() is read-only.
-    //! @throws dtr::out_of_memory when rematerializing it cannot fit.
+    //! @brief Read access to `t`'s bytes.
+    //!
+    //! Effects: makes `t` resident (recomputing it if needed) and keeps it so while the
+    //! guard lives; counts as a use of its storage.
+    //! Returns: a guard whose data() is read-only.
+    //! Throws: dtr::out_of_memory or dtr::thrashing when rematerializing it fails.
     read_guard pin(const tensor& t);
 
-    //! @brief Like pin(), but writable: only for constants that no operator has read yet
-    //! (initialization). Writing any other storage would break recomputation; update values
-    //! with mutate() instead.
+    //! @brief Write access to a constant that no operator has read yet (initialization).
+    //!
+    //! Effects, Returns: as pin(), the guard's data() writable. Writing any other storage
+    //! would break recomputation; update values with mutate() instead.
+    //! Throws: dtr::logic_error for a computed storage or a constant already read.
     write_guard pin_for_write(const tensor& t);
 
-    //! @brief Evicts `t`'s storage now if it is evictable. @return true if it was evicted.
+    //! @brief Evicts `t`'s storage now if it is evictable.
+    //! Returns: true if it was evicted.
     bool evict(const tensor& t);
 
     // ---- state ------------------------------------------------------------------------
 
+    //! @brief Returns: whether `t`'s storage is in memory.
     [[nodiscard]] bool is_resident(const tensor& t) const { return storage_of(t)->is_resident; }
-    //! @brief True when `t`'s storage can be recomputed (and so evicted).
+    //! @brief Returns: whether `t`'s storage can be recomputed (and so evicted).
     [[nodiscard]] bool is_rematerializable(const tensor& t) const {
         return storage_of(t)->rematerializable();
     }
+    //! @brief Returns: the budget in bytes.
     [[nodiscard]] std::size_t budget() const noexcept { return options_.budget; }
-    //! @brief Changes the budget, evicting until resident bytes fit under it. A new budget
-    //! also restarts the rematerialization allowance (see set_remat_limit).
-    //! @throws dtr::out_of_memory (budget unchanged) when not enough is evictable.
+    //! @brief Changes the budget.
+    //!
+    //! Effects: evicts until resident bytes fit under `bytes`, then sets the budget and
+    //! restarts the rematerialization allowance (see set_remat_limit).
+    //! Throws: dtr::out_of_memory (budget unchanged) when not enough is evictable.
     void set_budget(std::size_t bytes);
-    //! @brief Sets runtime_options::remat_limit and restarts the allowance: from now on,
-    //! dtr::thrashing is thrown once recomputation since this call (or since the last
-    //! set_budget) costs more than `limit` ns. After a dtr::thrashing error, every further
-    //! recomputation throws it again until the budget is raised with set_budget() or the
-    //! allowance is restarted here; nothing computed is lost meanwhile.
-    //! @throws dtr::logic_error on a negative or NaN limit, or from inside an operator.
+    //! @brief Sets runtime_options::remat_limit and restarts the allowance.
+    //!
+    //! Effects: from now on, dtr::thrashing is thrown once recomputation since this call (or
+    //! since the last set_budget) costs more than `limit` ns. After a dtr::thrashing error,
+    //! every further recomputation throws it again until the budget is raised with
+    //! set_budget() or the allowance is restarted here; nothing computed is lost meanwhile.
+    //! Throws: dtr::logic_error on a negative or NaN limit, or from inside an operator.
     void set_remat_limit(cost_t limit);
+    //! @brief Returns: bytes resident now (storages and the running operator's buffers).
     [[nodiscard]] std::size_t resident_bytes() const noexcept { return counters_.resident_bytes; }
-    //! @brief The runtime clock: total cost of every operator run so far (ns). On a backend
-    //! with deferred costs (dtr::deferred_costs) it advances by the provisional cost at once
-    //! and by the rest when the measurement arrives; it never runs backwards.
+    //! @brief Returns: the runtime clock, the total cost of every operator run so far (ns).
+    //! On a backend with deferred costs (dtr::deferred_costs) it advances by the provisional
+    //! cost at once and by the rest when the measurement arrives; it never runs backwards.
     [[nodiscard]] cost_t clock() const noexcept { return clock_; }
-    //! @brief Waits for every cost measurement still running on the device and folds it into
-    //! the clock, the recorded costs and the counters. Does nothing on backends that measure
-    //! synchronously (host, sim). Useful before reading stats() or clock().
-    //! @throws whatever the backend throws while waiting (e.g. dtr::cuda_error).
+    //! @brief Effects: waits for every cost measurement still running on the device and
+    //! folds it into the clock, the recorded costs and the counters. Does nothing on
+    //! backends that measure synchronously (host, sim). Useful before reading stats() or
+    //! clock().
+    //! Throws: whatever the backend throws while waiting (e.g. dtr::cuda_error).
     void settle_costs();
+    //! @brief Returns: the counters.
     [[nodiscard]] const counters& stats() const noexcept { return counters_; }
+    //! @brief Returns: the options (the budget and remat_limit as last set).
     [[nodiscard]] const runtime_options& options() const noexcept { return options_; }
-    //! @brief Storage records alive (resident or evicted).
-    [[nodiscard]] std::size_t storage_count() const noexcept { return all_storages_.size(); }
-    //! @brief Operator records alive (recipes still needed).
-    [[nodiscard]] std::size_t operator_count() const noexcept { return all_ops_.size(); }
-    //! @brief Storages the heuristic may choose from right now.
+    //! @brief Returns: storage records alive (resident or evicted).
+    [[nodiscard]] std::size_t storage_count() const noexcept { return graph_.storages.size(); }
+    //! @brief Returns: operator records alive (recipes still needed).
+    [[nodiscard]] std::size_t operator_count() const noexcept { return graph_.ops.size(); }
+    //! @brief Returns: storages the heuristic may choose from right now.
     [[nodiscard]] std::size_t evictable_count() const noexcept { return pool_.size(); }
+    //! @brief Returns: the backend.
     [[nodiscard]] Backend& backend() noexcept { return backend_; }
+    //! @brief Returns: the heuristic.
     [[nodiscard]] Heuristic& heuristic() noexcept { return heuristic_; }
 
-    //! @brief Calls f(const storage_type&) for every live storage, in creation order
-    //! (diagnostics, statistics). f must not call the runtime.
+    //! @brief Effects: calls f(const storage_type&) for every live storage, in creation
+    //! order (diagnostics, statistics). f must not call the runtime.
     template <class F>
     void for_each_storage(F&& f) const {
-        for (const storage_type& s : all_storages_) f(s);
+        for (const storage_t& s : graph_.storages) f(s.view());
     }
 
-    //! @brief Walks the whole graph and throws dtr::logic_error describing the first broken
-    //! invariant (tests and debugging). @par Complexity: linear in the graph.
-    void check_invariants() const;
+    //! @brief Effects: walks the whole graph and throws dtr::logic_error describing the
+    //! first broken invariant (tests and debugging). Complexity: linear in the graph.
+    void check_invariants() const {
+        detail::check_invariants(graph_, this, pool_.size(), counters_, options_, user_pins_);
+    }
 
 private:
     template <class, bool>
     friend class basic_pin_guard;
+    // The collaborators: each owns its state and reaches the runtime's shared state
+    // (backend, heuristic, options, counters, clock, registry) and its fellows through it.
+    template <class, class, class>
+    friend class detail::execution;
+    template <class, class, class>
+    friend class detail::rematerializer;
+    template <class, class, class>
+    friend class detail::evictable_pool;
+    template <class, class, class>
+    friend class detail::budgeted_memory;
+    template <class, class, class>
+    friend class detail::release_queue;
+    template <class, class, class>
+    friend class detail::cost_queue;
 
-    using meta_type = typename Heuristic::storage_data;
-    using storage_t = storage_type;
+    using storage_t = detail::storage_record<Backend, meta_type>;
     using op_t = detail::op_node<Backend, meta_type>;
     using edge_t = detail::input_edge<Backend, meta_type>;
-    template <class T>
-    using member_list = boost::intrusive::list<
-        T, boost::intrusive::member_hook<T, detail::list_hook, &T::all_hook>,
-        boost::intrusive::constant_time_size<true>, boost::intrusive::size_type<std::size_t>>;
-    using pool_list = boost::intrusive::list<
-        storage_t, boost::intrusive::member_hook<storage_t, detail::list_hook, &storage_t::pool_hook>,
-        boost::intrusive::constant_time_size<true>, boost::intrusive::size_type<std::size_t>>;
-
-public:
-    //! The evictable pool as heuristics see it in `choose` (a range of storage_type).
-    using pool_type = pool_list;
-
-private:
-    //! Buffers of the operator being run.
-    struct output_state {
-        pointer ptr{};
-        std::size_t bytes = 0;
-        storage_t* target = nullptr; //!< storage being (re)filled; null: scratch to discard
-        bool declared = false;
-        bool alias = false;
-    };
-    struct version_state {
-        pointer ptr{};
-        std::size_t bytes = 0;
-        storage_t* target = nullptr;
-        bool allocated = false;
-    };
-    //! One step of the rematerialization work stack: an operator waiting for its inputs.
-    struct frame {
-        op_t* op;
-        std::uint32_t next_input; //!< inputs before it are pinned
-        bool started;             //!< the inputs resident on arrival are pinned
-        bool yielded = false;     //!< its pins were given up (yield_frame_pins): re-validate
-        std::uint8_t yields = 0;  //!< how often it gave them up
-    };
 
     //! Marks the runtime busy for one public operation; releases that happen meanwhile
     //! (handles dropped inside operators or by destroyed recipes) are handled at the end.
@@ -290,7 +329,7 @@ private:
         explicit busy_scope(runtime& rt) noexcept : rt_(rt), outer_(!rt.busy_) { rt.busy_ = true; }
         ~busy_scope() {
             if (outer_) {
-                rt_.finish();
+                rt_.release_.drain();
                 rt_.busy_ = false;
             }
         }
@@ -303,16 +342,36 @@ private:
     };
 
     // ---- handles ------------------------------------------------------------------------
+    static detail::tensor_node* node(const tensor& t) noexcept { return t.node(); }
     detail::tensor_node* node_of(const tensor& t, const char* what) const;
     storage_t* storage_of(const tensor& t) const {
         return static_cast<storage_t*>(node_of(t, "tensor query")->storage);
     }
     //! Makes sure `count` tensor nodes can be handed out without allocating.
-    void reserve_tensor_nodes(std::size_t count);
+    void reserve_tensor_nodes(std::size_t count) {
+        spare_nodes_.reserve(count);
+        while (spare_nodes_.size() < count)
+            spare_nodes_.push_back(new detail::tensor_node{nullptr, nullptr, 0, 0});
+    }
     //! A tensor on `s`; does not allocate after reserve_tensor_nodes(1).
-    tensor make_tensor(storage_t* s, std::size_t offset, std::size_t length);
-    void release_tensor(detail::tensor_node* node) noexcept override;
-    void release_now(detail::tensor_node* node) noexcept;
+    tensor make_tensor(storage_t* s, std::size_t offset, std::size_t length) {
+        reserve_tensor_nodes(1);
+        detail::tensor_node* n = spare_nodes_.back();
+        spare_nodes_.pop_back();
+        *n = detail::tensor_node{this, s, offset, length};
+        s->tensors.push_back(*n);
+        return tensor(n);
+    }
+    void release_tensor(detail::tensor_node* n) noexcept override {
+        if (busy_) {
+            // Inside an operation (an operator or a recipe's destructor dropped a handle):
+            // the graph may be mid-update, so handle it when the operation finishes.
+            release_.defer(n);
+            return;
+        }
+        busy_scope busy(*this);
+        release_.release(n);
+    }
     void unpin_guard(detail::storage_header* pinned, bool writable) noexcept;
     template <bool Writable>
     basic_pin_guard<runtime, Writable> pin_impl(const tensor& t);
@@ -321,126 +380,298 @@ private:
     template <class Op>
     void call_impl(Op&& op, std::span<const tensor> inputs, std::size_t outputs,
                    const call_options& options, tensor* results);
-    void run(op_t& op, bool remat, std::optional<cost_t> supplied);
-    void discard_execution(op_t& op, bool remat) noexcept;
-    buffer_view<pointer> allocate_output(std::size_t index, std::size_t bytes) override;
-    void alias_output(std::size_t output, std::size_t input, std::size_t offset,
-                      std::size_t length) override;
+    void check_call(std::span<const tensor> inputs, std::size_t outputs) const;
+    void plan_mutation(std::span<const tensor> inputs, const call_options& options,
+                       std::vector<storage_t*>& storages, std::vector<detail::tensor_node*>& nodes) const;
 
-    // ---- residency ----------------------------------------------------------------------
-    void touch_inputs(op_t& op);
-    void secure_inputs(op_t& root);
-    //! Under restore_pins::yield_when_full, unpins the inputs of the restore frames below
-    //! the top; @return whether anything was released (the caller may evict again).
-    bool yield_frame_pins() noexcept;
-    //! Recomputes `op`, whose inputs are pinned, and unpins them (also on failure).
-    void rematerialize(op_t& op);
-    void unpin_inputs(op_t& op) noexcept;
-    void make_resident(storage_t* target);
+    // ---- pins and uses (shared by the collaborators) --------------------------------------
     void pin(storage_t* s) noexcept {
-        if (s->pins++ == 0) refresh_pool(s);
+        if (s->pins++ == 0) pool_.refresh(s);
     }
     void unpin(storage_t* s) noexcept {
         if (--s->pins == 0) {
-            refresh_pool(s);
-            if (s->tensors.empty()) enqueue(s);
+            pool_.refresh(s);
+            if (s->tensors.empty()) release_.enqueue(s);
         }
     }
-    void refresh_pool(storage_t* s) noexcept;
+    //! The inputs of `op` are used now (staleness).
+    void touch_inputs(op_t& op) {
+        for (std::uint32_t i = 0; i < op.n_inputs; ++i) {
+            storage_t* s = op.in[i].storage;
+            s->accessed = clock_;
+            hook_on_access(*s);
+        }
+    }
+    void unpin_inputs(op_t& op) noexcept {
+        for (std::uint32_t i = 0; i < op.n_inputs; ++i) {
+            edge_t& e = op.in[i];
+            if (!e.pinned) continue;
+            e.pinned = false;
+            unpin(e.storage);
+        }
+    }
 
-    // ---- memory -------------------------------------------------------------------------
-    pointer allocate(std::size_t bytes);
-    void free_memory(pointer p, std::size_t bytes) noexcept;
-    storage_t* choose_victim();
-    //! What evict_window() did.
-    enum class window_outcome : std::uint8_t {
-        evicted,     //!< evicted a window: the retry gets a block
-        none,        //!< no window spans the request: evicting more cannot help
-        unavailable, //!< the backend has no layout, or the policy is one_by_one
-    };
-    window_outcome evict_window(std::size_t bytes);
-    void evict_storage(storage_t* s, bool eager) noexcept;
-    [[noreturn]] void throw_out_of_memory(std::size_t bytes, bool backend_refused,
-                                          bool system_refused = false) const;
-
-    // ---- deferred costs (backends modelling dtr::deferred_costs) -----------------------
-    //! A measurement started by execute() and not handed over yet, in execute() order.
-    struct pending_cost {
-        op_t* op;           //!< record to correct; null when gone or not a first run
-        cost_t provisional; //!< what execute() returned and the runtime recorded
-        bool remat;
-        bool apply;         //!< false when the recorded cost was supplied, not measured
-    };
-    void collect_costs(cost_collection mode);
-    void apply_cost(cost_t actual) noexcept;
+    // ---- hooks (the table in dtr/hooks.hpp): heuristics see storage_type only ------------
     heuristic_context hctx() noexcept {
         return {clock_, &counters_.metadata_accesses, &counters_.heuristic_evaluations};
     }
-
-    // ---- lifetime -----------------------------------------------------------------------
-    storage_t* new_storage(std::size_t bytes) {
-        return new storage_t(next_storage_id_++, bytes);
-    }
-    void on_last_handle(storage_t* s) noexcept;
-    void enqueue(storage_t* s) noexcept;
-    void finish() noexcept;
-    void examine(storage_t* s) noexcept;
-    bool banish_safe(const storage_t* s) const noexcept;
-    void banish(storage_t* s) noexcept;
-    void destroy_storage(storage_t* s) noexcept;
-    void destroy_op(op_t* op) noexcept;
-
-    // ---- hooks (the table in dtr/hooks.hpp) -----------------------------------------
 #define DTR_DEFINE_HOOK(name)                                                               \
     void hook_##name(storage_t& s) noexcept {                                               \
-        if constexpr (hook::name##_t::callable<Heuristic, storage_t>)                       \
-            hook::name##_t::invoke(heuristic_, s, hctx());                                  \
+        if constexpr (hook::name##_t::callable<Heuristic, storage_type>)                    \
+            hook::name##_t::invoke(heuristic_, s.view(), hctx());                           \
     }
     DTR_HEURISTIC_HOOKS(DTR_DEFINE_HOOK)
 #undef DTR_DEFINE_HOOK
 
+    // Shared state.
     Backend backend_;
     Heuristic heuristic_;
     runtime_options options_;
     counters counters_{};
     cost_t clock_ = 0;
-    std::uint64_t next_storage_id_ = 0;
-    std::uint64_t next_op_id_ = 0;
     std::size_t user_pins_ = 0;
     cost_t remat_allowance_start_ = 0; //!< counters_.remat_cost when the allowance restarted
     bool busy_ = false;
     bool in_operator_ = false;
-
-    member_list<storage_t> all_storages_;
-    member_list<op_t> all_ops_;
-    pool_list pool_;
-
-    // Work lists, kept to reuse their capacity.
-    std::vector<storage_t*> examine_queue_;
-    detail::tensor_node* deferred_ = nullptr; //!< releases to handle when not busy
-    std::vector<frame> frames_;
+    detail::dependency_graph<Backend, meta_type> graph_;
     std::vector<detail::tensor_node*> spare_nodes_; //!< owned; see reserve_tensor_nodes
 
-    // State of the operator being run (executions never nest).
-    op_t* exec_op_ = nullptr;
-    bool exec_remat_ = false;
-    std::vector<output_state> exec_outputs_;
-    std::vector<version_state> exec_versions_;
-    std::vector<detail::input_binding<Backend>> exec_bindings_;
-
-    // Fragmentation-aware eviction (evict_window): the region's blocks, the storage owning
-    // each evictable one, and the evictable storages by region offset.
-    std::vector<window_block> window_blocks_;
-    std::vector<storage_t*> window_owners_;
-    std::vector<std::pair<std::size_t, storage_t*>> window_candidates_;
-
-    // Deferred costs: [pending_head_, size) are awaiting their measurement.
-    std::vector<pending_cost> pending_costs_;
-    std::size_t pending_head_ = 0;
+    // The collaborators.
+    detail::evictable_pool<runtime, Backend, meta_type> pool_{*this};
+    detail::budgeted_memory<runtime, Backend, meta_type> memory_{*this};
+    detail::execution<runtime, Backend, meta_type> exec_{*this};
+    detail::rematerializer<runtime, Backend, meta_type> remat_{*this};
+    detail::release_queue<runtime, Backend, meta_type> release_{*this};
+    detail::cost_queue<runtime, Backend, meta_type> costs_{*this};
 };
 
-} // namespace dtr
+// =====================================================================================
+// the path of a call: call -> secure inputs -> run -> commit
+// =====================================================================================
 
-#include <dtr/detail/runtime_calls.hpp>
-#include <dtr/detail/runtime_residency.hpp>
-#include <dtr/detail/runtime_lifetime.hpp>
+template <class B, class H>
+template <class Op>
+void runtime<B, H>::call_impl(Op&& op, std::span<const tensor> inputs, std::size_t outputs,
+                              const call_options& options, tensor* results) {
+    static_assert(std::invocable<std::decay_t<Op>&, context&>,
+                  "dtr::runtime::call/call_n/mutate: the operator must be callable as "
+                  "op(dtr::op_context<Backend>&) (take `auto& ctx` or the runtime's `context&`)");
+    static_assert(std::move_constructible<std::decay_t<Op>>,
+                  "dtr::runtime::call/call_n/mutate: the operator is kept as the recipe of its "
+                  "outputs and must be move-constructible");
+    check_call(inputs, outputs);
+    // Distinct storages among the mutated inputs: each gets one new version. The mutated
+    // tensors are remembered now: the operator may reset the caller's handles while it runs.
+    std::vector<storage_t*> mutated_storages;
+    std::vector<detail::tensor_node*> mutated_nodes;
+    plan_mutation(inputs, options, mutated_storages, mutated_nodes);
+    if (options.cost) DTR_EXPECTS(*options.cost >= 0, "negative operator cost");
+
+    busy_scope busy(*this);
+    reserve_tensor_nodes(outputs); // handing out the outputs after the run cannot fail
+    std::unique_ptr<op_t> record = exec_.record(std::forward<Op>(op), inputs, outputs, options, mutated_storages);
+    touch_inputs(*record);
+    remat_.secure_inputs(*record);            // pinned, evicted ones recomputed
+    exec_.run(*record, false, options.cost);  // on failure: buffers freed, inputs unpinned
+    exec_.commit(std::move(record), results, mutated_nodes);
+}
+
+template <class B, class H>
+void runtime<B, H>::check_call(std::span<const tensor> inputs, std::size_t outputs) const {
+    DTR_EXPECTS(!in_operator_, "call() from inside an operator (operators must not call the runtime)");
+    DTR_EXPECTS(inputs.size() < std::numeric_limits<std::uint32_t>::max() &&
+                    outputs < std::numeric_limits<std::uint32_t>::max(),
+                "too many inputs or outputs for one call");
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+        const detail::tensor_node* n = inputs[i].node();
+        if (n == nullptr || n->owner != static_cast<const detail::runtime_base*>(this))
+            node_of(inputs[i], ("call input " + std::to_string(i)).c_str());
+        const auto* s = static_cast<const storage_t*>(n->storage);
+        DTR_EXPECTS(s->write_guards == 0,
+                    "call input " + std::to_string(i) + ": constant storage #" + std::to_string(s->sid) +
+                        " has a live write guard from pin_for_write(); release the guard before an "
+                        "operator reads the constant (bytes written after an operator read them "
+                        "would make its recomputation disagree with its first run)");
+    }
+}
+
+template <class B, class H>
+void runtime<B, H>::plan_mutation(std::span<const tensor> inputs, const call_options& options,
+                                  std::vector<storage_t*>& storages,
+                                  std::vector<detail::tensor_node*>& nodes) const {
+    if (options_.mutation == mutation_scope::tensor) nodes.reserve(options.mutates.size());
+    for (std::uint32_t m : options.mutates) {
+        DTR_EXPECTS(m < inputs.size(), "mutated input index " + std::to_string(m) +
+                                           " out of range: the call has " +
+                                           std::to_string(inputs.size()) + " inputs");
+        auto* s = static_cast<storage_t*>(inputs[m].node()->storage);
+        if (std::find(storages.begin(), storages.end(), s) == storages.end()) storages.push_back(s);
+        if (options_.mutation == mutation_scope::tensor) nodes.push_back(inputs[m].node());
+    }
+}
+
+// =====================================================================================
+// constants, views, pins, eviction, budget
+// =====================================================================================
+
+template <class B, class H>
+template <class Init>
+tensor runtime<B, H>::constant(std::size_t bytes, Init&& init) {
+    static_assert(std::invocable<Init&, buffer_view<pointer>>,
+                  "dtr::runtime::constant: the initializer must be callable as "
+                  "init(dtr::buffer_view<Backend::pointer>)");
+    DTR_EXPECTS(!in_operator_, "constant() called from inside an operator");
+    busy_scope busy(*this);
+    // Everything that can fail happens before the runtime's state changes.
+    reserve_tensor_nodes(1);
+    auto record = std::unique_ptr<storage_t>(graph_.new_storage(bytes));
+    const pointer p = memory_.allocate(bytes);
+    try {
+        in_operator_ = true;
+        init(buffer_view<pointer>(p, bytes));
+        in_operator_ = false;
+    } catch (...) {
+        in_operator_ = false;
+        memory_.free(p, bytes);
+        throw;
+    }
+    storage_t* s = record.release();
+    s->ptr = p;
+    s->is_resident = true;
+    s->is_constant = true;
+    s->accessed = clock_;
+    graph_.storages.push_back(*s);
+    hook_on_create(*s);
+    return make_tensor(s, 0, bytes);
+}
+
+template <class B, class H>
+detail::tensor_node* runtime<B, H>::node_of(const tensor& t, const char* what) const {
+    detail::tensor_node* n = t.node();
+    DTR_EXPECTS(n != nullptr, std::string(what) +
+                                  ": empty tensor handle (default-constructed, moved-from "
+                                  "or reset)");
+    DTR_EXPECTS(n->owner != nullptr, std::string(what) + ": the tensor's runtime has been destroyed");
+    DTR_EXPECTS(n->owner == static_cast<const detail::runtime_base*>(this),
+                std::string(what) + ": the tensor belongs to another runtime");
+    return n;
+}
+
+template <class B, class H>
+tensor runtime<B, H>::view(const tensor& t, std::size_t offset, std::size_t length) {
+    detail::tensor_node* n = node_of(t, "view");
+    DTR_EXPECTS(!in_operator_, "view() called from inside an operator (operators must not call the "
+                               "runtime; make the output a view with ctx.alias())");
+    DTR_EXPECTS(offset <= n->length && length <= n->length - offset,
+                "view [" + std::to_string(offset) + ", +" + std::to_string(length) +
+                    ") exceeds a tensor of " + std::to_string(n->length) + " bytes");
+    return make_tensor(static_cast<storage_t*>(n->storage), n->offset + offset, length);
+}
+
+template <class B, class H>
+template <bool Writable>
+basic_pin_guard<runtime<B, H>, Writable> runtime<B, H>::pin_impl(const tensor& t) {
+    detail::tensor_node* n = node_of(t, Writable ? "pin_for_write" : "pin");
+    DTR_EXPECTS(!in_operator_, "pin() called from inside an operator");
+    auto* s = static_cast<storage_t*>(n->storage);
+    if constexpr (Writable) {
+        DTR_EXPECTS(s->producer == nullptr && s->is_constant,
+                    "pin_for_write: storage #" + std::to_string(s->sid) +
+                        " is computed by an operator; writing it would make recomputation "
+                        "disagree with it (update values with mutate())");
+        DTR_EXPECTS(s->consumers.empty(),
+                    "pin_for_write: constant storage #" + std::to_string(s->sid) + " is already read by " +
+                        std::to_string(s->consumers.size()) +
+                        " operator record(s) that may recompute from its current bytes "
+                        "(update it with mutate())");
+    }
+    busy_scope busy(*this);
+    s->accessed = clock_;
+    hook_on_access(*s);
+    remat_.make_resident(s);
+    pin(s);
+    ++user_pins_;
+    if constexpr (Writable) ++s->write_guards;
+    using guard = basic_pin_guard<runtime, Writable>;
+    using view_pointer = typename guard::pointer;
+    const view_pointer base = s->ptr;
+    return guard(*this, t, s, buffer_view<view_pointer>(base + n->offset, n->length));
+}
+
+template <class B, class H>
+auto runtime<B, H>::pin(const tensor& t) -> read_guard {
+    return pin_impl<false>(t);
+}
+
+template <class B, class H>
+auto runtime<B, H>::pin_for_write(const tensor& t) -> write_guard {
+    return pin_impl<true>(t);
+}
+
+template <class B, class H>
+void runtime<B, H>::unpin_guard(detail::storage_header* pinned, bool writable) noexcept {
+    // The guard's own storage, not its handle's: a mutation may have moved the handle on.
+    auto* s = static_cast<storage_t*>(pinned);
+    --user_pins_;
+    if (writable) --s->write_guards;
+    busy_scope busy(*this);
+    unpin(s);
+}
+
+template <class B, class H>
+bool runtime<B, H>::evict(const tensor& t) {
+    storage_t* s = storage_of(t);
+    DTR_EXPECTS(!in_operator_, "evict() called from inside an operator");
+    if (!s->evictable()) return false;
+    busy_scope busy(*this);
+    pool_.evict(s, false);
+    return true;
+}
+
+template <class B, class H>
+void runtime<B, H>::set_budget(std::size_t bytes) {
+    DTR_EXPECTS(!in_operator_, "set_budget() called from inside an operator");
+    busy_scope busy(*this);
+    // Evict first and change the budget last: any failure on the way keeps the old one.
+    memory_.shrink_to(bytes);
+    options_.budget = bytes;
+    remat_allowance_start_ = counters_.remat_cost;
+}
+
+template <class B, class H>
+void runtime<B, H>::set_remat_limit(cost_t limit) {
+    DTR_EXPECTS(!in_operator_, "set_remat_limit() called from inside an operator");
+    DTR_EXPECTS(limit >= 0, "set_remat_limit: the limit must be a non-negative number of ns");
+    options_.remat_limit = limit;
+    remat_allowance_start_ = counters_.remat_cost;
+}
+
+template <class B, class H>
+void runtime<B, H>::settle_costs() {
+    DTR_EXPECTS(!in_operator_, "settle_costs() called from inside an operator");
+    if constexpr (deferred_costs<B>) costs_.collect(cost_collection::wait);
+}
+
+template <class B, class H>
+runtime<B, H>::~runtime() {
+    busy_ = true;
+    for (storage_t& s : graph_.storages) {
+        // Orphan the handles' tensors: they outlive us and free themselves.
+        while (!s.tensors.empty()) {
+            detail::tensor_node& tn = s.tensors.front();
+            s.tensors.pop_front();
+            tn.owner = nullptr;
+            tn.storage = nullptr;
+        }
+        s.consumers.clear();
+        if (s.is_resident) backend_.deallocate(s.ptr, s.bytes);
+    }
+    pool_.clear();
+    // Handles dropped while deferred, and those captured by recipes, are orphans by now.
+    release_.discard_deferred();
+    for (detail::tensor_node* n : spare_nodes_) delete n;
+    graph_.ops.clear_and_dispose([](op_t* op) { delete op; });
+    graph_.storages.clear_and_dispose([](storage_t* s) { delete s; });
+}
+
+} // namespace dtr

@@ -1,13 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
 //! @brief The runtime's dependency graph: storages (units of eviction), operator records
-//! (recipes) and the input edges between them.
+//! (recipes), the input edges between them, and the registry of all of them.
+//!
+//! Not to be confused with the static training graphs of the tools (bench/): this graph is
+//! built online, one record per call, and shrinks as storages are freed.
 //!
 //! Storages are immutable once computed: an in-place update makes a new storage version
 //! (copy-on-write), so every storage's bytes are a pure function of its recipe and its
 //! parents' bytes. That is what makes recomputation bit-exact. Operator records reference
 //! their inputs by storage and byte range, not by tensor, so tensors (the user's handles)
 //! can move to a new version freely.
+//!
+//! One vocabulary for a storage: heuristics see `storage_node` (accessors only; its state
+//! is protected), the runtime and its collaborators work on `storage_record`, which derives
+//! from it and makes that state public inside dtr::detail.
 #pragma once
 
 #include <dtr/op_context.hpp>
@@ -26,11 +33,16 @@ namespace dtr::detail {
 namespace bi = boost::intrusive;
 using list_hook = bi::list_member_hook<bi::link_mode<bi::safe_link>>;
 
-//! The part of a storage that tensor handles see.
+//! The part of a storage that tensor handles see (as an opaque pointer).
 struct storage_header {
     using tensor_list =
         bi::list<tensor_node, bi::member_hook<tensor_node, tensor_hook, &tensor_node::hook>,
                  bi::constant_time_size<true>, bi::size_type<std::size_t>>;
+
+protected:
+    storage_header() = default;
+    ~storage_header() = default;
+
     //! Tensors currently viewing this storage; each has at least one handle, so the list's
     //! size is the storage's number of external references.
     tensor_list tensors;
@@ -39,13 +51,15 @@ struct storage_header {
 template <class Backend, class Meta>
 struct op_node;
 template <class Backend, class Meta>
-struct storage_node;
+class storage_node;
+template <class Backend, class Meta>
+struct storage_record;
 
 //! One input of an operator record: a byte range of a storage version. Linked into the
 //! storage's consumer list while the record lives (the storage's dependents).
 template <class Backend, class Meta>
 struct input_edge {
-    storage_node<Backend, Meta>* storage = nullptr;
+    storage_record<Backend, Meta>* storage = nullptr;
     op_node<Backend, Meta>* op = nullptr;
     std::size_t offset = 0;
     std::size_t length = 0;
@@ -61,7 +75,7 @@ struct input_edge {
 template <class Backend, class Meta>
 struct output_slot {
     //! The live storage this output created (null once freed, and for aliases).
-    storage_node<Backend, Meta>* storage = nullptr;
+    storage_record<Backend, Meta>* storage = nullptr;
     std::size_t bytes = 0;           //!< size recorded at the first run (fresh outputs)
     std::int32_t alias_input = -1;   //!< input this output views, or -1 for a fresh output
     std::size_t alias_offset = 0;    //!< relative to the input's view
@@ -71,8 +85,8 @@ struct output_slot {
 //! The new version of one mutated storage.
 template <class Backend, class Meta>
 struct version_slot {
-    storage_node<Backend, Meta>* storage = nullptr; //!< live new version (null once freed)
-    std::uint32_t input = 0;                         //!< first input that views the old version
+    storage_record<Backend, Meta>* storage = nullptr; //!< live new version (null once freed)
+    std::uint32_t input = 0;                           //!< first input that views the old version
 };
 
 //! A recipe: the operator, its inputs and what it produced. Lives while at least one
@@ -106,7 +120,7 @@ struct op_node {
         return n == 0 ? nullptr : std::make_unique<T[]>(n); // most records have no versions
     }
 
-    //! Calls f(storage&) for each live storage this record is the recipe of.
+    //! Calls f(storage_record&) for each live storage this record is the recipe of.
     template <class F>
     void for_each_product(F&& f) const {
         for (std::uint32_t i = 0; i < n_outputs; ++i)
@@ -116,22 +130,18 @@ struct op_node {
     }
 };
 
-//! A storage: one backend allocation, the unit of eviction.
+//! @brief A storage as a heuristic sees it: one backend allocation, the unit of eviction.
 //!
-//! Heuristics see storages through the const member functions below (size, cost,
-//! last_access, neighbours, their own `meta()`); the data members are the runtime's.
+//! Policies read it through these const member functions and keep their own data in
+//! `meta()`; the runtime's state is not theirs to see (it is reached through
+//! storage_record, inside the runtime). This is `runtime<B, H>::storage_type`, the type
+//! hooks, `score` and `choose` receive.
 template <class Backend, class Meta>
-struct storage_node : storage_header {
-    using pointer = typename Backend::pointer;
+class storage_node : public storage_header {
+public:
     using op_type = op_node<Backend, Meta>;
     using edge_type = input_edge<Backend, Meta>;
-    using consumer_list =
-        bi::list<edge_type, bi::member_hook<edge_type, list_hook, &edge_type::consumer_hook>,
-                 bi::constant_time_size<true>, bi::size_type<std::size_t>>;
 
-    storage_node(std::uint64_t id_, std::size_t bytes_) : sid(id_), bytes(bytes_) {}
-
-    // ---- the heuristic's view -------------------------------------------------------
     //! @brief Stable identifier (creation order).
     [[nodiscard]] std::uint64_t id() const noexcept { return sid; }
     //! @brief Bytes of the allocation (the memory eviction frees).
@@ -142,6 +152,7 @@ struct storage_node : storage_header {
     //! @brief Runtime clock at the last use of this storage as an operator input (or at its
     //! creation).
     [[nodiscard]] cost_t last_access() const noexcept { return accessed; }
+    //! @brief True while its bytes are in memory.
     [[nodiscard]] bool resident() const noexcept { return is_resident; }
     //! @brief True when this storage has a recipe (it can be evicted and recomputed).
     [[nodiscard]] bool rematerializable() const noexcept { return producer != nullptr; }
@@ -153,6 +164,7 @@ struct storage_node : storage_header {
     [[nodiscard]] std::size_t handle_count() const noexcept { return tensors.size(); }
     //! @brief Live operator records that take this storage as input.
     [[nodiscard]] std::size_t dependent_count() const noexcept { return consumers.size(); }
+    //! @brief The policy's own data for this storage.
     [[nodiscard]] Meta& meta() noexcept { return heuristic_data; }
     [[nodiscard]] const Meta& meta() const noexcept { return heuristic_data; }
 
@@ -161,33 +173,131 @@ struct storage_node : storage_header {
     template <class F>
     void for_each_parent(F&& f) const {
         if (producer == nullptr) return;
-        for (std::uint32_t i = 0; i < producer->n_inputs; ++i) f(*producer->in[i].storage);
+        for (std::uint32_t i = 0; i < producer->n_inputs; ++i)
+            f(static_cast<storage_node&>(*producer->in[i].storage));
     }
     //! @brief Calls f(storage_node&) for each live storage computed from this one (the
     //! products of every operator record that reads it). Heuristics may update their own
     //! meta() of the neighbours they are given.
     template <class F>
     void for_each_child(F&& f) const {
-        for (const edge_type& e : consumers) e.op->for_each_product(f);
+        for (const edge_type& e : consumers)
+            e.op->for_each_product([&](storage_node& child) { f(child); });
     }
 
-    // ---- runtime state ---------------------------------------------------------------
+protected:
+    using consumer_list =
+        bi::list<edge_type, bi::member_hook<edge_type, list_hook, &edge_type::consumer_hook>,
+                 bi::constant_time_size<true>, bi::size_type<std::size_t>>;
+
+    storage_node(std::uint64_t id_, std::size_t bytes_) : sid(id_), bytes(bytes_) {}
+    ~storage_node() = default;
+
+    // The state the accessors read; the rest lives in storage_record.
     std::uint64_t sid;
     std::size_t bytes;
-    pointer ptr{};
-    op_type* producer = nullptr;   //!< recipe; null for constants and banished children
+    op_type* producer = nullptr; //!< recipe; null for constants and banished children
     cost_t compute_cost = 0;
     cost_t accessed = 0;
-    std::uint32_t pins = 0;        //!< operator inputs in use, rematerialization frames, guards
-    std::uint32_t write_guards = 0; //!< live pin_for_write guards (also counted in pins)
+    std::uint32_t pins = 0;      //!< operator inputs in use, rematerialization frames, guards
     bool is_resident = false;
-    bool is_constant = false;      //!< created by runtime::constant (or a version of one)
-    bool banish_pending = false;   //!< released under the banish policy, not yet safe
-    bool queued = false;           //!< on the runtime's collection/banish work list
     consumer_list consumers;
-    list_hook pool_hook{};         //!< membership in the evictable pool
-    list_hook all_hook{};          //!< membership in the list of all storages
+    list_hook pool_hook{};       //!< membership in the evictable pool
     [[no_unique_address]] Meta heuristic_data{};
+};
+
+//! @brief A storage as the runtime sees it: storage_node's state made public, plus what
+//! only the runtime uses. Never handed to a heuristic as such.
+template <class Backend, class Meta>
+struct storage_record final : storage_node<Backend, Meta> {
+    using base = storage_node<Backend, Meta>;
+    using pointer = typename Backend::pointer;
+
+    storage_record(std::uint64_t id_, std::size_t bytes_) : base(id_, bytes_) {}
+
+    //! @brief The heuristic's view of this storage.
+    [[nodiscard]] base& view() noexcept { return *this; }
+    [[nodiscard]] const base& view() const noexcept { return *this; }
+    //! @brief The record behind a storage a heuristic handed back (every storage_node is one).
+    [[nodiscard]] static storage_record* of(base* s) noexcept { return static_cast<storage_record*>(s); }
+
+    using typename base::consumer_list;
+    using base::tensors;
+    using base::sid;
+    using base::bytes;
+    using base::producer;
+    using base::compute_cost;
+    using base::accessed;
+    using base::pins;
+    using base::is_resident;
+    using base::consumers;
+    using base::pool_hook;
+    using base::heuristic_data;
+
+    pointer ptr{};
+    std::uint32_t write_guards = 0; //!< live pin_for_write guards (also counted in pins)
+    bool is_constant = false;       //!< created by runtime::constant (or a version of one)
+    bool banish_pending = false;    //!< released under the banish policy, not yet safe
+    bool queued = false;            //!< on the release queue (collection or banish re-check)
+    list_hook all_hook{};           //!< membership in the registry's list of all storages
+};
+
+//! @brief The registry: every live storage and operator record, in creation order, and the
+//! identifiers of the next ones.
+template <class Backend, class Meta>
+class dependency_graph {
+public:
+    using storage = storage_record<Backend, Meta>;
+    using op = op_node<Backend, Meta>;
+    template <class T>
+    using member_list =
+        bi::list<T, bi::member_hook<T, list_hook, &T::all_hook>, bi::constant_time_size<true>,
+                 bi::size_type<std::size_t>>;
+
+    dependency_graph() = default;
+    dependency_graph(const dependency_graph&) = delete;
+    dependency_graph& operator=(const dependency_graph&) = delete;
+    //! Frees every record left (the runtime has released their memory and handles).
+    ~dependency_graph() {
+        ops.clear_and_dispose([](op* o) { delete o; });
+        storages.clear_and_dispose([](storage* s) { delete s; });
+    }
+
+    //! A storage record with the next identifier, not registered yet.
+    storage* new_storage(std::size_t bytes) { return new storage(next_storage_id_++, bytes); }
+    //! A record for `f` with the next identifier, not registered yet.
+    template <class F>
+    std::unique_ptr<op> new_op(F&& f, std::uint32_t inputs, std::uint32_t outputs,
+                               std::uint32_t versions) {
+        return std::make_unique<op>(std::forward<F>(f), next_op_id_++, inputs, outputs, versions);
+    }
+
+    member_list<storage> storages; //!< resident or evicted
+    member_list<op> ops;           //!< recipes still needed
+
+private:
+    std::uint64_t next_storage_id_ = 0;
+    std::uint64_t next_op_id_ = 0;
+};
+
+//! @brief Base of the runtime's collaborators (dtr/detail/execution.hpp and its fellows):
+//! the reference to the runtime through which each reaches the shared state and the
+//! others, and the graph's types. Not copyable: a collaborator belongs to one runtime.
+template <class Rt, class Backend, class Meta>
+class collaborator {
+public:
+    using storage = storage_record<Backend, Meta>;
+    using op = op_node<Backend, Meta>;
+    using edge = input_edge<Backend, Meta>;
+
+    collaborator(const collaborator&) = delete;
+    collaborator& operator=(const collaborator&) = delete;
+
+protected:
+    explicit collaborator(Rt& rt) noexcept : rt_(rt) {}
+    ~collaborator() = default;
+
+    Rt& rt_;
 };
 
 } // namespace dtr::detail

@@ -1,0 +1,211 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief The evictable pool and victim choice: which storages may go, which one goes
+//! next (the heuristic's scan or its own choose), the fragmentation-aware window, and the
+//! eviction of a victim itself.
+#pragma once
+
+#include <dtr/arena.hpp>
+#include <dtr/concepts.hpp>
+#include <dtr/deferred_cost.hpp>
+#include <dtr/options.hpp>
+#include <dtr/detail/dependency_graph.hpp>
+
+#include <boost/intrusive/list.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace dtr::detail {
+
+//! The pool as heuristics see it: a list of storage_node (accessors only).
+template <class Backend, class Meta>
+using pool_list = bi::list<
+    storage_node<Backend, Meta>,
+    bi::member_hook<storage_node<Backend, Meta>, list_hook, &storage_record<Backend, Meta>::pool_hook>,
+    bi::constant_time_size<true>, bi::size_type<std::size_t>>;
+
+//! What evict_window() did.
+enum class window_outcome : std::uint8_t {
+    evicted,     //!< evicted a window: the retry gets a block
+    none,        //!< no window spans the request: evicting more cannot help
+    unavailable, //!< the backend has no layout, or the policy is one_by_one
+};
+
+//! @brief The storages that are resident, rematerializable and unpinned, kept exactly so
+//! (refresh() after every change of those three properties), and the choice among them.
+//!
+//! @tparam Rt the runtime: its backend, heuristic, options, counters and hooks.
+template <class Rt, class Backend, class Meta>
+class evictable_pool : collaborator<Rt, Backend, Meta> {
+public:
+    using base = collaborator<Rt, Backend, Meta>;
+    using typename base::storage;
+    using list_type = pool_list<Backend, Meta>;
+
+    explicit evictable_pool(Rt& rt) noexcept : base(rt) {}
+
+    [[nodiscard]] std::size_t size() const noexcept { return pool_.size(); }
+    [[nodiscard]] static bool contains(const storage& s) noexcept { return s.pool_hook.is_linked(); }
+    void clear() noexcept { pool_.clear(); }
+
+    //! @brief Puts `s` in or takes it out of the pool as its evictability says, telling
+    //! the heuristic (on_pool_insert / on_pool_erase).
+    void refresh(storage* s) noexcept {
+        const bool wanted = s->evictable();
+        const bool member = contains(*s);
+        if (wanted && !member) {
+            pool_.push_back(*s);
+            rt_.hook_on_pool_insert(*s);
+        } else if (!wanted && member) {
+            pool_.erase(pool_.iterator_to(*s));
+            rt_.hook_on_pool_erase(*s);
+        }
+    }
+
+    //! @brief Evicts `s` (a pool member): frees its bytes, keeps its recipe. Counted as an
+    //! eager eviction when its last handle went (`eager`), else as a victim's.
+    void evict(storage* s, bool eager) noexcept {
+        rt_.memory_.free(s->ptr, s->bytes);
+        s->ptr = typename Backend::pointer{};
+        s->is_resident = false;
+        refresh(s);
+        rt_.hook_on_evict(*s);
+        ++(eager ? rt_.counters_.eager_evictions : rt_.counters_.evictions);
+    }
+
+    //! @brief The next victim by the heuristic (its choose, or the scan of its scores);
+    //! nullptr for an empty pool.
+    storage* choose_victim();
+
+    //! @brief Under fragmentation_policy::window on a backend that describes its region,
+    //! evicts the cheapest run of neighbouring blocks that frees `bytes` contiguously.
+    window_outcome evict_window(std::size_t bytes);
+
+private:
+    //! Counts one victim search that began at `start`.
+    void count_search(std::chrono::steady_clock::time_point start) noexcept {
+        ++rt_.counters_.victim_searches;
+        rt_.counters_.victim_search_ns += static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+                .count());
+    }
+
+    using base::rt_;
+    list_type pool_;
+    // Fragmentation-aware eviction (evict_window): the region's blocks, the storage owning
+    // each evictable one, and the evictable storages by region offset.
+    std::vector<window_block> window_blocks_;
+    std::vector<storage*> window_owners_;
+    std::vector<std::pair<std::size_t, storage*>> window_candidates_;
+};
+
+template <class Rt, class Backend, class Meta>
+auto evictable_pool<Rt, Backend, Meta>::choose_victim() -> storage* {
+    using H = typename Rt::heuristic_type;
+    if (pool_.empty()) return nullptr;
+    // Scores read costs: fold in every measurement that has finished (never waits).
+    if constexpr (deferred_costs<Backend>) rt_.costs_.collect(cost_collection::ready);
+    const auto start = std::chrono::steady_clock::now();
+    const heuristic_context ctx = rt_.hctx();
+    storage_node<Backend, Meta>* best = nullptr;
+    if constexpr (choosing_heuristic<H, list_type>) {
+        best = rt_.heuristic_.choose(pool_, ctx);
+    } else {
+        static_assert(scoring_heuristic<H>,
+                      "dtr::runtime: the heuristic has neither score(storage, context) nor a "
+                      "choose(pool, context) returning a pointer to a pool member "
+                      "(runtime::storage_type*); see dtr/concepts.hpp");
+        double best_score = std::numeric_limits<double>::infinity();
+        for (storage_node<Backend, Meta>& s : pool_) {
+            const double score = static_cast<double>(rt_.heuristic_.score(s, ctx));
+            ++rt_.counters_.heuristic_evaluations;
+            // Last lowest wins and a zero score ends the scan: the DTR simulator's rule, so
+            // that replays make the same choices.
+            if (score <= best_score) {
+                best_score = score;
+                best = &s;
+            }
+            if (score == 0) break;
+        }
+        if (best == nullptr) best = &pool_.back(); // every score was NaN
+    }
+    count_search(start);
+    return storage::of(best);
+}
+
+template <class Rt, class Backend, class Meta>
+auto evictable_pool<Rt, Backend, Meta>::evict_window(std::size_t bytes) -> window_outcome {
+    if constexpr (reports_layout<Backend>) {
+        Backend& backend = rt_.backend_;
+        if (rt_.options_.fragmentation != fragmentation_policy::window || !backend.has_layout())
+            return window_outcome::unavailable;
+        // Scores read costs: fold in every measurement that has finished (never waits).
+        if constexpr (deferred_costs<Backend>) rt_.costs_.collect(cost_collection::ready);
+        const auto start = std::chrono::steady_clock::now();
+        const std::size_t a = std::max<std::size_t>(backend.layout_alignment(), 1);
+        if (bytes > std::numeric_limits<std::size_t>::max() - a) return window_outcome::none;
+        const std::size_t need = bytes == 0 ? a : (bytes + a - 1) / a * a;
+        // Only pool members may go; every other live block (pinned, constant, without a
+        // recipe, a buffer of the running operator) is a wall. The pool is small next to
+        // the region's blocks, so it is sorted by address here rather than indexed always.
+        window_candidates_.clear();
+        for (storage_node<Backend, Meta>& s : pool_) {
+            storage* r = storage::of(&s);
+            window_candidates_.emplace_back(backend.region_offset(r->ptr), r);
+        }
+        std::sort(window_candidates_.begin(), window_candidates_.end(),
+                  [](const auto& x, const auto& y) { return x.first < y.first; });
+        window_blocks_.clear();
+        window_owners_.clear();
+        const heuristic_context ctx = rt_.hctx();
+        std::size_t next = 0;
+        backend.for_each_block([&](std::size_t offset, std::size_t size, bool is_free) {
+            window_block b{offset, size, is_free ? window_block::kind::free : window_block::kind::fixed, 0};
+            storage* owner = nullptr;
+            if (!is_free) {
+                while (next < window_candidates_.size() && window_candidates_[next].first < offset) ++next;
+                if (next < window_candidates_.size() && window_candidates_[next].first == offset) {
+                    owner = window_candidates_[next].second;
+                    b.what = window_block::kind::evictable;
+                    // A policy that only chooses (random) has no scores: every byte then
+                    // costs alike, and the window evicting the fewest bytes wins.
+                    if constexpr (scoring_heuristic<typename Rt::heuristic_type>)
+                        b.score = static_cast<double>(rt_.heuristic_.score(owner->view(), ctx));
+                    else
+                        b.score = 1.0;
+                    // A block's cost is its score times its bytes: a window frees a span
+                    // fixed by the request, so its members are compared by what evicting
+                    // them costs (docs/design.md, "Fragmentation").
+                    b.score *= static_cast<double>(size);
+                    ++rt_.counters_.heuristic_evaluations;
+                }
+            }
+            window_blocks_.push_back(b);
+            window_owners_.push_back(owner);
+        });
+        const std::optional<window_choice> w = cheapest_window(window_blocks_, need);
+        count_search(start);
+        if (!w) return window_outcome::none;
+        // A window of holes alone would mean the allocator refused a block it has: never
+        // loop on it; let the one-by-one path decide.
+        if (w->evictions == 0) return window_outcome::unavailable;
+        for (std::size_t i = w->first; i < w->last; ++i) {
+            if (window_owners_[i] == nullptr) continue;
+            evict(window_owners_[i], false);
+            ++rt_.counters_.window_evictions;
+        }
+        return window_outcome::evicted;
+    } else {
+        (void)bytes;
+        return window_outcome::unavailable;
+    }
+}
+
+} // namespace dtr::detail

@@ -1,0 +1,429 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief The execution of one operator: its record, the buffers of its run (outputs and
+//! copy-on-write versions), what the running operator asks for through op_context, and
+//! the commit of what it produced.
+#pragma once
+
+#include <dtr/buffer_view.hpp>
+#include <dtr/counters.hpp>
+#include <dtr/deferred_cost.hpp>
+#include <dtr/error.hpp>
+#include <dtr/op_context.hpp>
+#include <dtr/options.hpp>
+#include <dtr/tensor.hpp>
+#include <dtr/detail/dependency_graph.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace dtr::detail {
+
+//! @brief Runs operator records, first runs and recomputations alike; one at a time
+//! (executions never nest). The running operator reaches it through op_context.
+//!
+//! @tparam Rt the runtime: its backend, options, counters, clock, memory, pool, cost queue,
+//! release queue, handles and hooks.
+template <class Rt, class Backend, class Meta>
+class execution final : public executor<Backend>, collaborator<Rt, Backend, Meta> {
+public:
+    using base = collaborator<Rt, Backend, Meta>;
+    using typename base::storage;
+    using typename base::op;
+    using typename base::edge;
+    using pointer = typename Backend::pointer;
+
+    explicit execution(Rt& rt) noexcept : base(rt) {}
+
+    //! @brief The record of a call of `f` on `inputs`; `mutated` lists the distinct
+    //! storages the call mutates (each gets one new version), in order of first mention.
+    template <class F>
+    std::unique_ptr<op> record(F&& f, std::span<const tensor> inputs, std::size_t outputs,
+                               const call_options& options, std::span<storage* const> mutated);
+
+    //! @brief Runs `o`, whose inputs are pinned: a first run (`remat` false, cost
+    //! `supplied` or measured) or a recomputation refilling its evicted products.
+    //! @throws whatever allocating, the operator or the backend throws; every buffer of the
+    //! attempt is then freed and the inputs unpinned.
+    void run(op& o, bool remat, std::optional<cost_t> supplied) {
+        try {
+            execute(o, remat, supplied);
+        } catch (...) {
+            rt_.unpin_inputs(o);
+            throw;
+        }
+    }
+
+    //! @brief After a first run of `record`: hands out its outputs into `results`,
+    //! unpins its inputs, keeps the record if a product needs it, and moves the mutated
+    //! tensors (`mutated_nodes` under mutation_scope::tensor) to their new versions.
+    void commit(std::unique_ptr<op> record, tensor* results, std::span<tensor_node* const> mutated_nodes);
+
+    [[nodiscard]] bool running() const noexcept { return op_ != nullptr; }
+    [[nodiscard]] const op& running_op() const noexcept { return *op_; }
+    [[nodiscard]] bool rematerializing() const noexcept { return remat_; }
+
+    // op_context's calls into the run.
+    buffer_view<pointer> allocate_output(std::size_t index, std::size_t bytes) override;
+    void alias_output(std::size_t output, std::size_t input, std::size_t offset,
+                      std::size_t length) override;
+
+private:
+    //! Buffers of the operator being run.
+    struct output_state {
+        pointer ptr{};
+        std::size_t bytes = 0;
+        storage* target = nullptr; //!< storage being (re)filled; null: scratch to discard
+        bool declared = false;
+        bool alias = false;
+    };
+    struct version_state {
+        pointer ptr{};
+        std::size_t bytes = 0;
+        storage* target = nullptr;
+        bool allocated = false;
+    };
+
+    void execute(op& o, bool remat, std::optional<cost_t> supplied);
+    void install(op& o, storage* s, pointer p, bool rematerializable, bool constant, cost_t cost);
+    void discard(op& o, bool remat) noexcept;
+    //! The storage input `e` reads in this run: the new version when the call mutates it.
+    [[nodiscard]] storage* target_of(const edge& e) const noexcept {
+        return e.version >= 0 ? versions_[e.version].target : e.storage;
+    }
+
+    using base::rt_;
+    op* op_ = nullptr;
+    bool remat_ = false;
+    std::vector<output_state> outputs_;
+    std::vector<version_state> versions_;
+    std::vector<input_binding<Backend>> bindings_;
+};
+
+template <class Rt, class Backend, class Meta>
+template <class F>
+auto execution<Rt, Backend, Meta>::record(F&& f, std::span<const tensor> inputs,
+                                          std::size_t outputs, const call_options& options,
+                                          std::span<storage* const> mutated) -> std::unique_ptr<op> {
+    auto rec = rt_.graph_.new_op(std::forward<F>(f), static_cast<std::uint32_t>(inputs.size()),
+                                 static_cast<std::uint32_t>(outputs),
+                                 static_cast<std::uint32_t>(mutated.size()));
+    for (std::uint32_t i = 0; i < rec->n_inputs; ++i) {
+        const tensor_node* tn = Rt::node(inputs[i]);
+        edge& e = rec->in[i];
+        e.storage = static_cast<storage*>(tn->storage);
+        e.op = rec.get();
+        e.offset = tn->offset;
+        e.length = tn->length;
+        const auto v = std::find(mutated.begin(), mutated.end(), e.storage);
+        if (v != mutated.end()) {
+            e.version = static_cast<std::int32_t>(v - mutated.begin());
+            e.mutated = std::find(options.mutates.begin(), options.mutates.end(), i) != options.mutates.end();
+        }
+    }
+    for (std::uint32_t k = 0; k < rec->n_versions; ++k)
+        for (std::uint32_t i = 0; i < rec->n_inputs; ++i)
+            if (rec->in[i].version == static_cast<std::int32_t>(k)) {
+                rec->ver[k].input = i;
+                break;
+            }
+    rec->cost_supplied = options.cost.has_value();
+    return rec;
+}
+
+template <class Rt, class Backend, class Meta>
+void execution<Rt, Backend, Meta>::execute(op& o, bool remat, std::optional<cost_t> supplied) {
+    if constexpr (deferred_costs<Backend>) rt_.costs_.prepare();
+    op_ = &o;
+    remat_ = remat;
+    outputs_.assign(o.n_outputs, output_state{});
+    versions_.assign(o.n_versions, version_state{});
+    bindings_.resize(o.n_inputs);
+    Backend& backend = rt_.backend_;
+    cost_t measured = 0;
+    try {
+        // New versions of mutated storages: copy-on-write targets.
+        for (std::uint32_t k = 0; k < o.n_versions; ++k) {
+            const storage* old = o.in[o.ver[k].input].storage;
+            version_state& v = versions_[k];
+            v.bytes = old->bytes;
+            v.ptr = rt_.memory_.allocate(old->bytes);
+            v.allocated = true;
+            if (!remat) {
+                v.target = rt_.graph_.new_storage(old->bytes);
+                o.ver[k].storage = v.target;
+            } else if (o.ver[k].storage != nullptr && !o.ver[k].storage->is_resident) {
+                v.target = o.ver[k].storage;
+            }
+        }
+        for (std::uint32_t i = 0; i < o.n_inputs; ++i) {
+            const edge& e = o.in[i];
+            auto& b = bindings_[i];
+            b.size = e.length;
+            b.mutated = e.mutated;
+            if (e.version >= 0) {
+                const pointer base = versions_[e.version].ptr;
+                b.writable = base + e.offset;
+                b.data = b.writable;
+            } else {
+                b.writable = pointer{};
+                b.data = e.storage->ptr + e.offset;
+            }
+        }
+        op_context<Backend> ctx(backend, *this, bindings_, o.n_outputs, remat);
+        rt_.in_operator_ = true;
+        measured = backend.execute([&] {
+            for (std::uint32_t k = 0; k < o.n_versions; ++k)
+                backend.copy(versions_[k].ptr, o.in[o.ver[k].input].storage->ptr, versions_[k].bytes);
+            o.fn(ctx);
+        });
+        // One entry per measurement the backend started, even if this run is discarded
+        // below, so that the n-th cost handed over stays the n-th execute()'s.
+        if constexpr (deferred_costs<Backend>) rt_.costs_.started(measured, remat);
+        rt_.in_operator_ = false;
+        for (std::uint32_t i = 0; i < o.n_outputs; ++i)
+            DTR_EXPECTS(outputs_[i].declared,
+                        "operator #" + std::to_string(o.id) + " did not produce output " +
+                            std::to_string(i) + " of " + std::to_string(o.n_outputs) +
+                            " (each output needs ctx.output() or ctx.alias())");
+    } catch (...) {
+        rt_.in_operator_ = false;
+        discard(o, remat);
+        throw;
+    }
+
+    counters& stats = rt_.counters_;
+    const cost_t cost = !remat ? supplied.value_or(measured) : (o.cost_supplied ? o.cost : measured);
+    if (!remat) o.cost = cost;
+    rt_.clock_ += cost;
+    if (remat) {
+        ++stats.rematerializations;
+        stats.remat_cost += cost;
+    } else {
+        ++stats.operators_run;
+        stats.compute_cost += cost;
+    }
+
+    for (std::uint32_t i = 0; i < o.n_outputs; ++i) {
+        output_state& out = outputs_[i];
+        if (out.alias) {
+            if (!remat) {
+                // A view's operator counts towards its storage's cost, and the view is a
+                // use of its storage, as in the simulator. The cost counts once per viewed
+                // storage, however many outputs view it (split, chunk): the simulator sums
+                // the distinct operators of a storage's tensors.
+                storage* viewed = target_of(o.in[o.out[i].alias_input]);
+                bool counted = false;
+                for (std::uint32_t j = 0; j < i && !counted; ++j)
+                    counted = outputs_[j].alias && target_of(o.in[o.out[j].alias_input]) == viewed;
+                if (!counted) viewed->compute_cost += cost;
+                viewed->accessed = rt_.clock_;
+            }
+        } else if (out.target != nullptr) {
+            install(o, out.target, out.ptr, true, false, cost);
+        } else {
+            rt_.memory_.free(out.ptr, out.bytes); // recomputed output already resident (or gone)
+        }
+    }
+    for (std::uint32_t k = 0; k < o.n_versions; ++k) {
+        version_state& v = versions_[k];
+        if (v.target == nullptr) {
+            rt_.memory_.free(v.ptr, v.bytes);
+            continue;
+        }
+        // A new version of a storage without a recipe (a parameter being updated) gets none
+        // either, unless the options ask for it: recomputing it would pin every older version,
+        // and their inputs, for as long as the chain of updates lives.
+        const storage* old = o.in[o.ver[k].input].storage;
+        const bool keeps_recipe =
+            old->producer != nullptr ||
+            (old->is_constant && rt_.options_.constant_updates == constant_update::rematerializable);
+        if (!remat && !keeps_recipe) o.ver[k].storage = nullptr;
+        install(o, v.target, v.ptr, keeps_recipe, old->is_constant && !keeps_recipe, cost);
+    }
+    if constexpr (deferred_costs<Backend>) {
+        // Only a measured cost is corrected later. The record is worth correcting only on a
+        // first run that keeps it (live > 0; commit() drops it otherwise).
+        if (remat ? !o.cost_supplied : !supplied)
+            rt_.costs_.correct_last(!remat && o.live > 0 ? &o : nullptr, measured, remat);
+    }
+    op_ = nullptr;
+    const cost_t spent = stats.remat_cost - rt_.remat_allowance_start_;
+    if (remat && spent > rt_.options_.remat_limit)
+        throw thrashing("dtr: rematerialization cost " + std::to_string(spent) +
+                            " ns exceeds the limit of " + std::to_string(rt_.options_.remat_limit) +
+                            " ns (runtime_options::remat_limit) while restoring operator #" +
+                            std::to_string(o.id) +
+                            "; raise the budget (set_budget) or restart the allowance "
+                            "(set_remat_limit) to go on",
+                        spent);
+}
+
+template <class Rt, class Backend, class Meta>
+void execution<Rt, Backend, Meta>::install(op& o, storage* s, pointer p, bool rematerializable,
+                                           bool constant, cost_t cost) {
+    s->ptr = p;
+    s->is_resident = true;
+    if (!remat_) {
+        s->compute_cost = cost;
+        s->accessed = rt_.clock_;
+        s->is_constant = constant;
+        if (rematerializable) {
+            s->producer = &o;
+            ++o.live;
+        }
+        rt_.graph_.storages.push_back(*s);
+        rt_.hook_on_create(*s);
+    } else {
+        rt_.hook_on_rematerialize(*s);
+    }
+    rt_.pool_.refresh(s);
+}
+
+template <class Rt, class Backend, class Meta>
+void execution<Rt, Backend, Meta>::discard(op& o, bool remat) noexcept {
+    for (std::uint32_t i = 0; i < o.n_outputs; ++i) {
+        output_state& out = outputs_[i];
+        if (out.declared && !out.alias) rt_.memory_.free(out.ptr, out.bytes);
+        if (!remat && o.out[i].storage != nullptr) {
+            delete o.out[i].storage;
+            o.out[i].storage = nullptr;
+        }
+    }
+    for (std::uint32_t k = 0; k < o.n_versions; ++k) {
+        version_state& v = versions_[k];
+        if (v.allocated) rt_.memory_.free(v.ptr, v.bytes);
+        if (!remat && o.ver[k].storage != nullptr) {
+            delete o.ver[k].storage;
+            o.ver[k].storage = nullptr;
+        }
+    }
+    op_ = nullptr;
+}
+
+template <class Rt, class Backend, class Meta>
+void execution<Rt, Backend, Meta>::commit(std::unique_ptr<op> record, tensor* results,
+                                          std::span<tensor_node* const> mutated_nodes) {
+    op& rec = *record;
+    // Hand out the outputs (this cannot fail: the runtime reserved their nodes).
+    for (std::uint32_t i = 0; i < rec.n_outputs; ++i) {
+        const auto& slot = rec.out[i];
+        if (slot.alias_input >= 0) {
+            const edge& e = rec.in[slot.alias_input];
+            results[i] = rt_.make_tensor(target_of(e), e.offset + slot.alias_offset, slot.alias_length);
+        } else {
+            results[i] = rt_.make_tensor(slot.storage, 0, slot.bytes);
+        }
+    }
+    // Copy out what rebinding needs before the record may go away.
+    struct rebind {
+        storage* old_version;
+        storage* new_version;
+    };
+    std::vector<rebind> rebinds;
+    rebinds.reserve(rec.n_versions);
+    for (std::uint32_t k = 0; k < rec.n_versions; ++k)
+        rebinds.push_back({rec.in[rec.ver[k].input].storage, versions_[k].target});
+
+    rt_.unpin_inputs(rec);
+    // Remember the recipe if anything needs it.
+    if (rec.live > 0) {
+        for (std::uint32_t i = 0; i < rec.n_inputs; ++i) rec.in[i].storage->consumers.push_back(rec.in[i]);
+        rt_.graph_.ops.push_back(*record.release());
+    } else {
+        record.reset();
+    }
+
+    // Move the mutated tensors to their new versions; old versions may lose their last handle.
+    for (const rebind& r : rebinds) {
+        if (rt_.options_.mutation == mutation_scope::storage) {
+            while (!r.old_version->tensors.empty()) {
+                tensor_node& tn = r.old_version->tensors.front();
+                r.old_version->tensors.pop_front();
+                tn.storage = r.new_version;
+                r.new_version->tensors.push_back(tn);
+            }
+        } else {
+            // The nodes taken before the run: a handle the operator reset is empty now, but
+            // its node (released at the end of this call) still views the old version.
+            for (tensor_node* tn : mutated_nodes) {
+                if (tn->storage != r.old_version) continue; // already moved (listed twice)
+                r.old_version->tensors.erase(r.old_version->tensors.iterator_to(*tn));
+                tn->storage = r.new_version;
+                r.new_version->tensors.push_back(*tn);
+            }
+        }
+        if (r.old_version->tensors.empty()) rt_.release_.on_last_handle(r.old_version);
+    }
+}
+
+template <class Rt, class Backend, class Meta>
+auto execution<Rt, Backend, Meta>::allocate_output(std::size_t index, std::size_t bytes) -> buffer_view<pointer> {
+    op& o = *op_;
+    DTR_EXPECTS(index < o.n_outputs, "output index " + std::to_string(index) +
+                                         " out of range: the call has " +
+                                         std::to_string(o.n_outputs) + " outputs");
+    output_state& out = outputs_[index];
+    DTR_EXPECTS(!out.declared, "output " + std::to_string(index) + " produced twice");
+    auto& slot = o.out[index];
+    storage* target = nullptr;
+    if (remat_) {
+        DTR_EXPECTS(slot.alias_input < 0 && slot.bytes == bytes,
+                    "operator #" + std::to_string(o.id) +
+                        " is not deterministic: while rematerializing, output " +
+                        std::to_string(index) + " asked for " + std::to_string(bytes) +
+                        (slot.alias_input < 0 ? " bytes, its first run for " + std::to_string(slot.bytes)
+                                              : " bytes, its first run made it a view"));
+        if (slot.storage != nullptr && !slot.storage->is_resident) target = slot.storage;
+    }
+    const pointer p = rt_.memory_.allocate(bytes);
+    if (!remat_) {
+        target = rt_.graph_.new_storage(bytes);
+        slot.storage = target;
+        slot.bytes = bytes;
+    }
+    out = {p, bytes, target, true, false};
+    return {p, bytes};
+}
+
+template <class Rt, class Backend, class Meta>
+void execution<Rt, Backend, Meta>::alias_output(std::size_t output, std::size_t input, std::size_t offset,
+                                                std::size_t length) {
+    op& o = *op_;
+    DTR_EXPECTS(output < o.n_outputs, "alias: output index " + std::to_string(output) +
+                                          " out of range: the call has " +
+                                          std::to_string(o.n_outputs) + " outputs");
+    DTR_EXPECTS(input < o.n_inputs, "alias: input index " + std::to_string(input) +
+                                        " out of range: the operator has " +
+                                        std::to_string(o.n_inputs) + " inputs");
+    const std::size_t length_in = o.in[input].length;
+    DTR_EXPECTS(offset <= length_in && length <= length_in - offset,
+                "alias: view [" + std::to_string(offset) + ", +" + std::to_string(length) +
+                    ") exceeds input " + std::to_string(input) + " of " + std::to_string(length_in) +
+                    " bytes");
+    output_state& out = outputs_[output];
+    DTR_EXPECTS(!out.declared, "output " + std::to_string(output) + " produced twice");
+    auto& slot = o.out[output];
+    if (remat_) {
+        DTR_EXPECTS(slot.alias_input == static_cast<std::int32_t>(input) &&
+                        slot.alias_offset == offset && slot.alias_length == length,
+                    "operator #" + std::to_string(o.id) + " is not deterministic: output " +
+                        std::to_string(output) +
+                        (slot.alias_input < 0 ? " is a view now, but its first run made it a fresh output"
+                                              : " is a different view than at its first run"));
+    } else {
+        slot.alias_input = static_cast<std::int32_t>(input);
+        slot.alias_offset = offset;
+        slot.alias_length = length;
+    }
+    out.declared = true;
+    out.alias = true;
+}
+
+} // namespace dtr::detail

@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief Rematerialization: securing an operator's inputs (pinning the resident ones,
+//! recomputing the evicted ones) with an explicit work stack instead of recursion.
+#pragma once
+
+#include <dtr/error.hpp>
+#include <dtr/options.hpp>
+#include <dtr/detail/dependency_graph.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dtr::detail {
+
+//! @brief The restore stack: one frame per operator waiting for its inputs.
+//!
+//! A chain of a million evicted storages needs a million frames in a vector, no deep C++
+//! stack. Each frame first pins the inputs already resident (they cannot be lost while the
+//! others are recomputed), then restores the evicted ones in order, pinning each as it
+//! becomes resident: the DTR simulator's order, so replays make the same choices. Under
+//! restore_pins::yield_when_full, frames below the top give their pins up when an
+//! allocation finds nothing else to evict (yield_pins); such a frame re-validates when it
+//! is on top again, restoring what it lost.
+//!
+//! @tparam Rt the runtime: its options, counters, pins, execution and release queue.
+template <class Rt, class Backend, class Meta>
+class rematerializer : collaborator<Rt, Backend, Meta> {
+public:
+    using base = collaborator<Rt, Backend, Meta>;
+    using typename base::storage;
+    using typename base::op;
+    using typename base::edge;
+
+    explicit rematerializer(Rt& rt) noexcept : base(rt) {}
+
+    //! @brief Pins every input of `root`, recomputing the evicted ones (and theirs, to any
+    //! depth). On failure every pin taken is released.
+    void secure_inputs(op& root);
+
+    //! @brief Makes `target` resident, recomputing it (and what it needs) if evicted.
+    void make_resident(storage* target) {
+        if (target->is_resident) return;
+        op& o = recipe_of(*target);
+        rt_.touch_inputs(o);
+        secure_inputs(o);
+        rematerialize(o);
+    }
+
+    //! @brief Under restore_pins::yield_when_full, unpins the inputs of the frames below
+    //! the top. @return whether anything was released (the caller may evict again).
+    bool yield_pins() noexcept;
+
+private:
+    //! One step of the work stack: an operator waiting for its inputs.
+    struct frame {
+        op* record;
+        std::uint32_t next_input; //!< inputs before it are pinned
+        bool started;             //!< the inputs resident on arrival are pinned
+        bool yielded = false;     //!< its pins were given up (yield_pins): re-validate
+        std::uint8_t yields = 0;  //!< how often it gave them up
+    };
+
+    //! Recomputes `o`, whose inputs are pinned, and unpins them (also on failure).
+    void rematerialize(op& o) {
+        rt_.exec_.run(o, true, std::nullopt);
+        rt_.unpin_inputs(o);
+        rt_.release_.recheck_inputs(o);
+    }
+
+    static op& recipe_of(const storage& s) {
+        // Only storages with a recipe are ever evicted.
+        if (s.producer == nullptr)
+            throw logic_error("dtr: internal error: storage #" + std::to_string(s.sid) +
+                              " is evicted without a recipe");
+        return *s.producer;
+    }
+
+    void pin_input(edge& e) noexcept {
+        rt_.pin(e.storage);
+        e.pinned = true;
+    }
+
+    using base::rt_;
+    std::vector<frame> frames_; //!< kept for its capacity
+};
+
+template <class Rt, class Backend, class Meta>
+void rematerializer<Rt, Backend, Meta>::secure_inputs(op& root) {
+    frames_.clear();
+    frames_.push_back({&root, 0, false});
+    try {
+        for (;;) {
+            frame& f = frames_.back();
+            op* o = f.record;
+            if (f.yielded) { // its pins were given up while frames above it ran
+                f.yielded = false;
+                f.started = false;
+                f.next_input = 0;
+            }
+            if (!f.started) {
+                f.started = true;
+                for (std::uint32_t i = 0; i < o->n_inputs; ++i) {
+                    edge& e = o->in[i];
+                    if (!e.pinned && e.storage->is_resident) pin_input(e);
+                }
+            }
+            while (f.next_input < o->n_inputs && o->in[f.next_input].pinned) ++f.next_input;
+            if (f.next_input < o->n_inputs) {
+                edge& e = o->in[f.next_input];
+                if (e.storage->is_resident) { // restored meanwhile, e.g. as a sibling
+                    pin_input(e);
+                } else {
+                    op& producer = recipe_of(*e.storage);
+                    rt_.touch_inputs(producer);
+                    frames_.push_back({&producer, 0, false}); // invalidates f
+                }
+                continue;
+            }
+            if (o == &root) break; // the caller runs it
+            rematerialize(*o);
+            frames_.pop_back();
+        }
+    } catch (...) {
+        for (const frame& f : frames_) rt_.unpin_inputs(*f.record);
+        frames_.clear();
+        throw;
+    }
+    frames_.clear();
+}
+
+template <class Rt, class Backend, class Meta>
+bool rematerializer<Rt, Backend, Meta>::yield_pins() noexcept {
+    // Only frames below the top: the top one's inputs are those of the operator being
+    // recomputed. A frame yields at most max_yields times, so a restore that cannot fit
+    // ends in out_of_memory instead of going round for ever.
+    if (rt_.options_.restore != restore_pins::yield_when_full || frames_.size() < 2) return false;
+    constexpr std::uint8_t max_yields = 2;
+    bool released = false;
+    for (std::size_t i = 0; i + 1 < frames_.size(); ++i) {
+        frame& f = frames_[i];
+        if (f.yields >= max_yields) continue;
+        bool had_pins = false;
+        for (std::uint32_t k = 0; k < f.record->n_inputs && !had_pins; ++k) had_pins = f.record->in[k].pinned;
+        if (!had_pins) continue;
+        rt_.unpin_inputs(*f.record);
+        f.yielded = true;
+        ++f.yields;
+        released = true;
+    }
+    if (released) ++rt_.counters_.pin_yields;
+    return released;
+}
+
+} // namespace dtr::detail
