@@ -34,6 +34,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <ctime>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -56,6 +57,26 @@ struct profile_counters {
                   stack_ns = 0, runtime_call_ns = 0, wrap_ns = 0;
 };
 inline profile_counters prof;
+//! Per operator: calls and the calling thread's CPU ns inside its kernel (off unless
+//! _dtr_torch.profile_ops(True): a clock_gettime pair per operator).
+inline bool prof_ops = false;
+inline std::unordered_map<std::string, std::pair<std::uint64_t, std::uint64_t>> prof_by_op;
+inline std::uint64_t thread_cpu_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+inline void boxed_call(const c10::OperatorHandle& op, torch::jit::Stack* s) {
+    if (!prof_ops) {
+        op.callBoxed(s);
+        return;
+    }
+    const std::uint64_t t0 = thread_cpu_ns();
+    op.callBoxed(s);
+    auto& e = prof_by_op[op.schema().name() + (op.schema().overload_name().empty() ? "" : "." + op.schema().overload_name())];
+    ++e.first;
+    e.second += thread_cpu_ns() - t0;
+}
 struct scoped_ns {
     std::uint64_t& into;
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
@@ -484,6 +505,16 @@ struct recipe {
     std::vector<std::uint8_t> out_defined;
     bool ran = false;
     std::size_t io_bytes = 0; //!< bytes of the outputs of the first run (physical floor)
+    //! The reader counts of the input versions this recipe reads (storage_ref::readers): while
+    //! the runtime keeps the record, those versions may be read again by a rematerialization.
+    std::vector<std::shared_ptr<std::size_t>> reads;
+
+    recipe() = default;
+    recipe(const recipe&) = delete;
+    recipe& operator=(const recipe&) = delete;
+    ~recipe() {
+        for (auto& c : reads) --*c;
+    }
 
     void run(context_t& ctx);
 };
@@ -560,7 +591,7 @@ void recipe::run(context_t& ctx) {
 
     {
         scoped_ns t{prof.kernel_ns};
-        op->callBoxed(&s);
+        boxed_call(*op, &s);
     }
 
     // Outputs, in return order; undefined results still occupy an (empty) output.
@@ -680,6 +711,11 @@ struct storage_ref {
     //! Plain tensors sharing this storage (adopted); they follow mutations.
     std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>> plains;
     const c10::StorageImpl* plain_key = nullptr;
+    //! Live recipes that read the current version (a new version gets a new count). A constant
+    //! no recipe reads can be updated in place: nothing can ever need its old bytes.
+    std::shared_ptr<std::size_t> readers = std::make_shared<std::size_t>(0);
+
+    void new_version() { readers = std::make_shared<std::size_t>(0); }
 
     std::size_t nbytes() const { return handle.size(); }
 };
@@ -853,17 +889,70 @@ public:
         prof.promote_bytes += ref->nbytes();
         auto p = pin(ref->handle);
         dtr::tensor c;
-        try {
-            c = rt_->copy_constant(p->data, p->size);
-        } catch (const dtr::out_of_memory& e) {
-            raise(oom_type_, std::string("promoting state to a constant: ") + e.what());
-        }
+        // Zero copy where the runtime lets go of the storage: keep ATen's storage alive here,
+        // evict the computed version (the backend drops its table entry, the budget its bytes),
+        // and adopt the same storage as the constant. The runtime has no call that turns a
+        // computed storage into a constant in place; this does it with evict + constant.
+        const std::byte* data = p->data;
+        const std::size_t size = p->size;
+        c10::Storage keep;
+        if (auto it = table_->blocks.find(data); it != table_->blocks.end() && size != 0 &&
+                                                 it->second.nbytes() == size)
+            keep = it->second;
         p.reset();
+        if (keep && rt_->evict(ref->handle) && table_->blocks.find(data) == table_->blocks.end()) {
+            try {
+                c = rt_->adopt(keep);
+            } catch (const dtr::out_of_memory& e) {
+                raise(oom_type_, std::string("promoting state to a constant: ") + e.what());
+            }
+            ++promotions_zero_copy_;
+        } else {
+            keep = c10::Storage();
+            auto q = pin(ref->handle);
+            try {
+                c = rt_->copy_constant(q->data, q->size);
+            } catch (const dtr::out_of_memory& e) {
+                raise(oom_type_, std::string("promoting state to a constant: ") + e.what());
+            }
+        }
         ref->handle = std::move(c);
+        ref->new_version();
         ++promotions_;
     }
+    std::size_t promotions_zero_copy() const { return promotions_zero_copy_; }
 
     bool is_constant(const ref_ptr& ref) const { return !rt_->is_rematerializable(ref->handle); }
+
+    //! A plain tensor with geometry `g` over the memory of `ref`'s storage, for an operator
+    //! that writes it outside the dispatcher's view (collectives: the process group writes
+    //! the memory directly, possibly after the call returns). The storage becomes a constant
+    //! version no recipe reads first (a copy if it was computed or is read), so writing it is
+    //! never visible to a rematerialization, and it stays resident (constants are never
+    //! evicted): the alias may be written until the collective's Work completes.
+    at::Tensor writable_alias(const ref_ptr& ref, const geometry& g) {
+        if (rt_->is_rematerializable(ref->handle)) {
+            promote(ref);
+        } else if (*ref->readers != 0) {
+            auto p = pin(ref->handle);
+            dtr::tensor c;
+            try {
+                c = rt_->copy_constant(p->data, p->size);
+            } catch (const dtr::out_of_memory& e) {
+                raise(oom_type_, std::string("a collective's buffer: ") + e.what());
+            }
+            p.reset();
+            ref->handle = std::move(c);
+            ref->new_version();
+            ++promotions_;
+            if (!ref->plains.empty()) follow_mutation(ref);
+        }
+        auto p = rt_->pin(ref->handle);
+        auto it = table_->blocks.find(p->data);
+        if (it == table_->blocks.end()) throw std::logic_error("dtr_torch: constant not in the block table");
+        return tensor_on(it->second, g);
+    }
+    std::size_t readers(const ref_ptr& ref) const { return *ref->readers; }
 
     runtime_iface& rt() { return *rt_; }
     //! Inside loss.backward() / autograd.grad, grad mode is off but what runs is the backward
@@ -872,6 +961,7 @@ public:
     void set_deterministic_costs(bool b) { deterministic_costs_ = b; }
     void set_inplace_rewrite(bool b) { inplace_rewrite_disabled_ = !b; }
     std::size_t inplace_rewrites() const { return inplace_rewrites_; }
+    std::size_t inplace_direct() const { return inplace_direct_; }
     void set_leaf_callback(py::object f) { leaf_callback_ = std::move(f); }
     std::size_t promotions() const { return promotions_; }
     std::size_t eager_constants() const { return eager_constants_; }
@@ -908,6 +998,8 @@ private:
     bool deterministic_costs_ = false;
     bool inplace_rewrite_disabled_ = false;
     std::size_t inplace_rewrites_ = 0;
+    std::size_t inplace_direct_ = 0;
+    std::size_t promotions_zero_copy_ = 0;
     py::object leaf_callback_ = py::none();
     bool in_backward_ = false; //!< autograd runs with grad mode off, but computes activations
     std::size_t max_op_bytes_ = 0;
@@ -939,6 +1031,25 @@ void bridge::follow_mutation(const ref_ptr& ref) {
         alive.push_back(w);
     }
     ref->plains = std::move(alive);
+}
+
+//! Puts plain tensors over `storages` (one per distinct input) into the tensor slots of `s`.
+void fill_stack(torch::jit::Stack& s, const std::vector<arg_slot>& slots, const std::vector<tensor_arg>& tensors,
+                const std::vector<c10::Storage>& storages) {
+    auto make = [&](int32_t k) { return tensor_on(storages[tensors[k].input], tensors[k].geom); };
+    for (const arg_slot& a : slots) {
+        if (a.kind == arg_slot::tensor || a.kind == arg_slot::optional_tensor) {
+            if (a.tensors[0] >= 0) s[a.stack_index] = make(a.tensors[0]);
+        } else if (a.kind == arg_slot::tensor_list) {
+            c10::List<at::Tensor> l;
+            for (int32_t k : a.tensors) l.push_back(make(k));
+            s[a.stack_index] = std::move(l);
+        } else {
+            c10::List<c10::optional<at::Tensor>> l;
+            for (int32_t k : a.tensors) l.push_back(k >= 0 ? c10::optional<at::Tensor>(make(k)) : c10::nullopt);
+            s[a.stack_index] = std::move(l);
+        }
+    }
 }
 
 // A tensor argument found in the boxed stack.
@@ -1060,6 +1171,60 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
 
     const auto& rets = schema.returns();
 
+    // ---- in place, for real: constants nothing reads -----------------------------------------
+    // Copy-on-write keeps the old version for whatever may read it again. A constant (a
+    // parameter, optimizer state, a gradient, a buffer such as DistributedDataParallel's
+    // gradient buckets) that no live recipe reads can never be read again in its old version:
+    // the operator runs on its memory, as in plain PyTorch (no new version, no fresh buffer,
+    // the plain tensors and views sharing it see the update). Outside backward, under no_grad,
+    // a computed storage being updated is first made a constant (long-lived state, below).
+    if (writes && !inplace_rewrite_disabled_ && info.kind == op_info::compute) {
+        bool ok = true;
+        for (std::size_t i = 0; ok && i < rets.size(); ++i) {
+            if (info.return_alias[i] >= 0) continue;
+            const auto kind = rets[i].type()->kind();
+            if (kind == c10::TypeKind::TensorType || kind == c10::TypeKind::OptionalType ||
+                kind == c10::TypeKind::ListType)
+                ok = false; // fresh results: a runtime call
+        }
+        const bool state_update = !c10::GradMode::is_enabled() && !in_backward_;
+        for (std::size_t i = 0; ok && i < inputs.size(); ++i) {
+            if (!mutated[i]) continue;
+            if (rt_->is_rematerializable(inputs[i]->handle) && !state_update) ok = false;
+        }
+        if (ok) {
+            for (std::size_t i = 0; i < inputs.size(); ++i)
+                if (mutated[i] && rt_->is_rematerializable(inputs[i]->handle)) promote(inputs[i]);
+            for (std::size_t i = 0; ok && i < inputs.size(); ++i)
+                if (mutated[i] && *inputs[i]->readers != 0) ok = false;
+        }
+        if (ok) {
+            std::vector<std::unique_ptr<pinned>> pins;
+            for (const ref_ptr& in : inputs) pins.push_back(pin(in->handle));
+            c10::impl::ExcludeDispatchKeyGuard no_python(
+                c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+            at::AutoDispatchBelowADInplaceOrView below;
+            std::vector<c10::Storage> st;
+            for (auto& pn : pins) st.push_back(borrowed_storage(pn->data, pn->size, table_->device));
+            torch::jit::Stack s = stack;
+            fill_stack(s, r->slots, r->tensors, st);
+            { scoped_ns kt{prof.kernel_ns}; boxed_call(*info.op, &s); }
+            ++inplace_direct_;
+            std::vector<py::object> results;
+            for (std::size_t i = 0; i < rets.size(); ++i) {
+                if (info.return_alias[i] >= 0)
+                    results.push_back(arg_object(info.return_alias[i]));
+                else
+                    results.push_back(torch::jit::toPyObject(std::move(s[i])));
+            }
+            if (results.empty()) return py::none();
+            if (results.size() == 1) return results[0];
+            py::tuple t(results.size());
+            for (std::size_t i = 0; i < results.size(); ++i) t[i] = results[i];
+            return std::move(t);
+        }
+    }
+
     // ---- in-place without a copy ----------------------------------------------------------
     // A copy-on-write mutation copies the old version before the operator updates it. When the
     // operator writes only `self`, `self` is the whole of a dense storage and no other argument
@@ -1099,6 +1264,7 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
             if (self_constant && !is_constant(oref))
                 unsupported(info.name + ": out-of-place form of a constant's update is not a constant");
             self.ref->handle = oref->handle;
+            self.ref->new_version();
             ++inplace_rewrites_;
             if (!self.ref->plains.empty()) follow_mutation(self.ref);
             return arg_object(0);
@@ -1132,7 +1298,7 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
                 unsupported(info.name + ": a view operator with optional tensor lists");
             }
         }
-        { scoped_ns kt{prof.kernel_ns}; info.op->callBoxed(&s); }
+        { scoped_ns kt{prof.kernel_ns}; boxed_call(*info.op, &s); }
         auto wrap_view = [&](const at::Tensor& t) -> py::object {
             if (!t.defined()) return py::none();
             if (t.is_conj() || t.is_neg())
@@ -1213,7 +1379,7 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
                 s[a.stack_index] = std::move(l);
             }
         }
-        { scoped_ns kt{prof.kernel_ns}; info.op->callBoxed(&s); }
+        { scoped_ns kt{prof.kernel_ns}; boxed_call(*info.op, &s); }
         if (!eager_constant) {
             for (c10::IValue& v : s)
                 if (v.isTensor() || v.isTensorList())
@@ -1267,6 +1433,10 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
             if (mutated[i]) promote(inputs[i]);
 
     r->op = info.op;
+    for (const ref_ptr& in : inputs) {
+        ++*in->readers;
+        r->reads.push_back(in->readers);
+    }
     r->stack = std::move(stack);
     r->input_mutated = mutated;
     r->n_outputs = n_out;
@@ -1316,8 +1486,12 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
         }
     }
     in_handles.clear();
-    for (std::size_t i = 0; i < inputs.size(); ++i)
-        if (mutated[i]) follow_mutation(inputs[i]);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+        if (mutated[i]) {
+            inputs[i]->new_version();
+            follow_mutation(inputs[i]);
+        }
+    }
 
     // Python results in the schema's return structure.
     std::size_t k = 0;
@@ -1411,6 +1585,13 @@ PYBIND11_MODULE(_dtr_torch, m) {
                  return py::reinterpret_steal<py::object>(THPVariable_Wrap(plain));
              })
         .def("promote", &bridge::promote)
+        .def("writable_alias",
+             [](bridge& b, const ref_ptr& ref, py::object w) {
+                 const at::Tensor& t = THPVariable_Unpack(w.ptr());
+                 at::Tensor plain = b.writable_alias(ref, geometry::of(t));
+                 return py::reinterpret_steal<py::object>(THPVariable_Wrap(plain));
+             })
+        .def("readers", &bridge::readers)
         .def("set_in_backward", &bridge::set_in_backward)
         .def("set_deterministic_costs", &bridge::set_deterministic_costs)
         .def("set_inplace_rewrite", &bridge::set_inplace_rewrite)
@@ -1435,7 +1616,9 @@ PYBIND11_MODULE(_dtr_torch, m) {
             py::dict d;
             d["operators_run"] = c.operators_run;
             d["rematerializations"] = c.rematerializations;
-            d["evictions"] = c.evictions;
+            // the zero-copy promotions evict the computed version they replace: counted apart
+            d["evictions"] = c.evictions - b.promotions_zero_copy();
+            d["promotion_evictions"] = b.promotions_zero_copy();
             d["eager_evictions"] = c.eager_evictions;
             d["banishments"] = c.banishments;
             d["storages_freed"] = c.storages_freed;
@@ -1452,8 +1635,10 @@ PYBIND11_MODULE(_dtr_torch, m) {
             d["operator_records"] = b.rt().operator_count();
             d["budget"] = b.rt().budget();
             d["promotions"] = b.promotions();
+            d["promotions_zero_copy"] = b.promotions_zero_copy();
             d["eager_constants"] = b.eager_constants();
             d["inplace_rewrites"] = b.inplace_rewrites();
+            d["inplace_direct"] = b.inplace_direct();
             d["max_op_bytes"] = b.max_op_bytes();
             d["max_op"] = b.max_op_name();
             d["calls"] = b.calls();
@@ -1479,7 +1664,13 @@ PYBIND11_MODULE(_dtr_torch, m) {
         d["runtime_call_ns"] = prof.runtime_call_ns; d["wrap_ns"] = prof.wrap_ns;
         return d;
     });
-    m.def("reset_profile", [] { prof = profile_counters{}; });
+    m.def("reset_profile", [] { prof = profile_counters{}; prof_by_op.clear(); });
+    m.def("profile_ops", [](bool on) { prof_ops = on; });
+    m.def("profile_by_op", [] {
+        py::dict d;
+        for (auto& [k, v] : prof_by_op) d[py::str(k)] = py::make_tuple(v.first, v.second);
+        return d;
+    });
     m.def("reset_allocator_peak", [] { cpu_counter().reset_peak(); });
     m.def("set_allocator_caching", [](bool on) { cpu_counter().set_caching(on); });
     m.def("pause_allocator_cache", [](bool on) { cpu_counter().set_paused(on); });

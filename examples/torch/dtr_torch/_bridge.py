@@ -50,6 +50,7 @@ _NO_REWRITE = frozenset({"copy_"})
 
 
 _PASS = object()  # operators run as they are (the profiler's record_function markers)
+_COLLECTIVE = object()  # c10d:: operators (torch.distributed's collectives, 1.13)
 
 
 def _info(func):
@@ -57,6 +58,9 @@ def _info(func):
     if s.name.startswith("profiler::"):
         _infos[func] = _PASS
         return _PASS
+    if s.name.startswith("c10d::"):
+        _infos[func] = _COLLECTIVE
+        return _COLLECTIVE
     k = _schema.classify(func)
     kind = k.kind
     name = s.name.split("::")[-1]
@@ -97,6 +101,8 @@ class DTRTensor(torch.Tensor):
         info = _infos.get(func) or _info(func)
         if info is _PASS:
             return func(*args, **(kwargs or {}))
+        if info is _COLLECTIVE:
+            return _collective(rt._bridge, func, args, kwargs)
         return rt._bridge.dispatch(info, tuple(args), kwargs or {})
 
     def materialize(self) -> torch.Tensor:
@@ -122,6 +128,36 @@ class DTRTensor(torch.Tensor):
 
     def __reduce_ex__(self, proto):
         return self.materialize().__reduce_ex__(proto)
+
+
+def _collective(bridge, func, args, kwargs):
+    """A torch.distributed collective (c10d::allreduce_, broadcast_, allgather_, ...): the
+    process group reads and writes its tensors' memory itself, possibly after returning (the
+    Work). Every tensor argument is treated as written: a runtime tensor is first made a
+    constant version that no recipe reads (Bridge.writable_alias: a copy if it was computed or
+    is read by a live record) and the collective gets a plain tensor over that memory; plain
+    tensors (DistributedDataParallel's buckets) are passed as they are, unless a live record
+    reads them (then the collective would change what a rematerialization reads: an error).
+    Collectives are never recorded, so never recomputed."""
+    def plain(v):
+        if isinstance(v, DTRTensor):
+            if v._dtr_rt._bridge is not bridge:
+                raise RuntimeError("dtr_torch: unsupported: a collective on a tensor of another runtime")
+            return bridge.writable_alias(v._dtr_ref, v)
+        if isinstance(v, torch.Tensor):
+            ref = getattr(v, "_dtr_ref", None)
+            if ref is not None and ref.runtime_id == bridge.id and bridge.readers(ref) != 0:
+                raise RuntimeError(f"dtr_torch: unsupported: {func} writes a tensor that recorded operators "
+                                   "still read (their recomputation would see the collective's result)")
+            return v
+        if isinstance(v, (list, tuple)):
+            return type(v)(plain(x) for x in v)
+        return v
+    out = func(*[plain(a) for a in args], **{k: plain(v) for k, v in (kwargs or {}).items()})
+    # results (1.13): Work, or (the first argument's tensors, Work): the caller's own tensors
+    if isinstance(out, tuple) and len(out) == 2 and args:
+        return (args[0], out[1])
+    return out
 
 
 @contextlib.contextmanager
@@ -154,6 +190,8 @@ class _Mode(TorchDispatchMode):
         info = _infos.get(func) or _info(func)
         if info is _PASS:
             return func(*args, **(kwargs or {}))
+        if info is _COLLECTIVE:
+            return _collective(self._bridge, func, args, kwargs)
         return self._bridge.dispatch(info, args, kwargs or {})
 
 

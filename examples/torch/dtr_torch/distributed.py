@@ -46,3 +46,34 @@ def all_reduce_grads(params: Iterable[torch.Tensor], average: bool = True, group
         if average:
             with torch.no_grad():
                 p.grad.div_(n)
+
+
+class _ReducerProxy:
+    """DistributedDataParallel's Reducer, with the calls DDP makes from Python that allocate
+    or rebuild its gradient buckets run in plain PyTorch (the bridge's mode popped): the
+    buckets stay plain tensors the Reducer's C++ code can read directly."""
+
+    _PLAIN = frozenset({"_rebuild_buckets", "prepare_for_forward", "prepare_for_backward",
+                        "_push_all_rebuilt_params", "_set_static_graph"})
+
+    def __init__(self, reducer):
+        object.__setattr__(self, "_reducer", reducer)
+
+    def __getattr__(self, name):
+        attr = getattr(self._reducer, name)
+        if name in self._PLAIN and callable(attr):
+            from ._bridge import _outside
+
+            def plain(*args, **kwargs):
+                with _outside():
+                    return attr(*args, **kwargs)
+            return plain
+        return attr
+
+
+def prepare_ddp(ddp):
+    """Make a DistributedDataParallel module usable inside a dtr_torch.Runtime context (see
+    docs/torch.md, "DistributedDataParallel"). Call once, after constructing it; returns it."""
+    if not isinstance(ddp.reducer, _ReducerProxy):
+        ddp.reducer = _ReducerProxy(ddp.reducer)
+    return ddp

@@ -1,7 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Two processes (torch.distributed, gloo, 127.0.0.1) train one model data-parallel, each
-with its own runtime under its own budget; gradients are all-reduced after backward. The
-result is bit-identical to the same two-process run without the bridge."""
+with its own runtime under its own budget; gradients are all-reduced after backward
+(dtr_torch.distributed.all_reduce_grads), and, separately, by DistributedDataParallel
+(prepared with dtr_torch.distributed.prepare_ddp; small buckets, so that several collectives
+run while backward still computes). Each result is bit-identical to the same two-process
+run without the bridge."""
 
 import os
 import socket
@@ -25,18 +28,24 @@ def worker(mode, rank, port, out):
     torch.manual_seed(100 + rank)  # each rank its own shard
     x = torch.randn(4, 3, 16, 16)
     y = torch.randint(0, 10, (4,))
+    ddp = mode.startswith("ddp")
+    net = model
+    if ddp:
+        from dtr_torch.distributed import prepare_ddp
+        net = prepare_ddp(torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.01))
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     F = torch.nn.functional
 
     def steps():
         for _ in range(STEPS):
             opt.zero_grad()
-            loss = F.cross_entropy(model(x), y)
+            loss = F.cross_entropy(net(x), y)
             loss.backward()
-            all_reduce_grads(model.parameters())
+            if not ddp:
+                all_reduce_grads(model.parameters())
             opt.step()
 
-    if mode == "plain":
+    if mode in ("plain", "ddp_plain"):
         steps()
     else:
         peak = int(os.environ["DTR_PEAK"]) if "DTR_PEAK" in os.environ else None
@@ -83,13 +92,19 @@ def main():
         with rt:
             loss_fn(model(x)).backward()
         budgeted = run_pair("dtr", tmp, {"DTR_PEAK": str(rt.stats()["peak_resident_bytes"])})
+        ddp_plain = run_pair("ddp_plain", tmp)
+        ddp_budgeted = run_pair("ddp_dtr", tmp, {"DTR_PEAK": str(rt.stats()["peak_resident_bytes"])})
+    for r in range(2):
+        for a, b in zip(ddp_plain[r], ddp_budgeted[r]):
+            assert torch.equal(a, b), f"rank {r}: DistributedDataParallel under budgets differs from plain DDP"
     for run, what in ((unlimited, "no budget"), (budgeted, "budgets 0.75 and 0.85")):
         for r in range(2):
             for a, b in zip(plain[r], run[r]):
                 assert torch.equal(a, b), f"rank {r} ({what}) differs from the plain two-process run"
         for a, b in zip(run[0], run[1]):
             assert torch.equal(a, b), "the two ranks diverged"
-    print("two processes (gloo): bit-identical to the plain two-process run, with and without budgets")
+    print("two processes (gloo): bit-identical to the plain two-process run, with and without budgets; "
+          "DistributedDataParallel under budgets bit-identical to plain DDP")
     return 0
 
 
