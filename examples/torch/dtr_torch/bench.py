@@ -275,13 +275,15 @@ def main(argv: Optional[List[str]] = None) -> int:
         hi = min(ok) if ok else 1.0
         lo = max([x for x in bad if x < hi], default=0.0)
         best = None
+        failed = next((r for r in rows if r["ratio"] == lo and r["status"] != "ok"), None)
         for _ in range(a.floor_iters):
             mid = (lo + hi) / 2
             row, _ = _attempt(a, factory, mid, peak, plain, (floor, floor_grads))
             if row["status"] == "ok":
                 hi, best = mid, row
             else:
-                lo = mid
+                lo, failed = mid, row
+                _print_row(row)
         if best is None:
             best = next((r for r in rows if r["status"] == "ok" and r["ratio"] == hi), None)
         if best is None:
@@ -290,6 +292,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         best = dict(best)
         best["floor"] = True
         best["floor_lower_bound"] = lo
+        if failed is not None:  # what stopped the highest ratio that failed: the floor's reason
+            best["floor_failure"] = {"ratio": failed["ratio"], "status": failed["status"],
+                                     "error": failed.get("error", "")}
         rows.append(best)
         _print_row(best)
         print(f"# floor: lowest ratio that finished {hi:.3f} (failed at {lo:.3f}); physical floor {floor:.3f}; "
