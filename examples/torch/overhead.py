@@ -47,14 +47,24 @@ def main():
         opt.step()
         return time.perf_counter() - t0
 
-    from dtr_torch._bridge import _outside
+    from dtr_torch._bridge import _outside, _ext
+
+    class plain_pytorch:  # the mode popped and the bridge's allocator cache paused
+        def __enter__(self):
+            _ext.pause_allocator_cache(True)
+            self.o = _outside()
+            self.o.__enter__()
+
+        def __exit__(self, *exc):
+            self.o.__exit__(*exc)
+            _ext.pause_allocator_cache(False)
     ratios = []
     with rt:  # one context; the plain steps run with the bridge's mode popped
-        with _outside():
+        with plain_pytorch():
             step(plain)  # warm-up
         step(bridged)
         for i in range(a.pairs):
-            with _outside():
+            with plain_pytorch():
                 tp = step(plain)
             tb = step(bridged)
             ratios.append(tb / tp)
