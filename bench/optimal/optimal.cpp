@@ -6,6 +6,8 @@
 //!                 [--json FILE] [--strategies a,b,...] [--milp-max-nodes N]
 //!                 [--lp-max-nodes N] [--samples K] [--preprocess] [--cpu-time] [--log]
 //!                 [--budget-index i,j,...]   (only those budgets of the N-point sweep, 0-based)
+//!                 [--restore-pins hold|yield] (the DTR strategies' restore discipline; default
+//!                                              the runtime's, yield)
 //!
 //! For each graph: budgets from LB (the largest single-operator footprint, below which no
 //! schedule exists) up to checkpoint-all's peak, evenly spaced; at each budget every strategy
@@ -64,6 +66,8 @@ struct options {
     bool log = false;
     bool preprocess = false;
     bool cpu_time = false;
+    //! The DTR strategies' restore discipline (runtime_options::restore); default the runtime's.
+    restore_pins restore = runtime_options{}.restore;
 };
 
 //! Parses the command line into `o` (the tools' convention: dtr_tools/cli.hpp).
@@ -90,7 +94,13 @@ std::optional<int> parse_args(int argc, char** argv, options& o) {
     app.add_flag("--preprocess", o.preprocess, "use CBC's integer preprocessing (CglPreProcess)");
     app.add_flag("--cpu-time", o.cpu_time, "measure the time limits in CPU time, not elapsed time");
     app.add_flag("--log", o.log, "show the solver's log");
-    return dtr::tools::parse_command_line(app, argc, argv);
+    std::string restore_name = o.restore == restore_pins::hold ? "hold" : "yield";
+    app.add_option("--restore-pins", restore_name, "the DTR strategies' pins while restoring inputs")
+        ->check(CLI::IsMember({"hold", "yield"}))
+        ->capture_default_str();
+    auto status = dtr::tools::parse_command_line(app, argc, argv);
+    o.restore = restore_name == "hold" ? restore_pins::hold : restore_pins::yield_when_full;
+    return status;
 }
 
 double now_s() {
@@ -146,6 +156,38 @@ std::optional<staged_plan> best_start(const strategy_context& c, std::string* fr
     return plan;
 }
 #endif
+
+//! Where a DTR run's memory went when it stopped: the nodes resident at the failure (all
+//! pinned after an out_of_memory), split into the inputs of the operator whose output did not
+//! fit (the top of the restore stack), those of the program's node being called (pinned by the
+//! call), and the rest (inputs pinned by the restore frames in between).
+std::string failure_detail(const static_graph& g, const graph::dtr_run& run) {
+    const graph::node_id f = run.failing_node, p = run.program_node;
+    if (f >= g.size() || p >= g.size()) return {};
+    const auto is_input_of = [&](graph::node_id u, graph::node_id v) {
+        const auto& pr = g.predecessors(v);
+        return std::find(pr.begin(), pr.end(), u) != pr.end();
+    };
+    std::uint64_t bytes[3] = {0, 0, 0}, total = 0;
+    std::size_t count[3] = {0, 0, 0};
+    std::string nodes;
+    for (const graph::node_id u : run.resident_at_failure) {
+        const int k = is_input_of(u, f) ? 0 : is_input_of(u, p) ? 1 : 2;
+        bytes[k] += g[u].output_bytes;
+        ++count[k];
+        total += g[u].output_bytes;
+        nodes += (nodes.empty() ? "" : " ") + std::to_string(u) + "(" + std::to_string(g[u].output_bytes) + ")";
+    }
+    std::uint64_t f_inputs = 0;
+    for (const graph::node_id u : g.predecessors(f)) f_inputs += g[u].output_bytes;
+    std::ostringstream out;
+    out << "program node " << p << ", failing node " << f << (f == p ? " (the call itself)" : " (rematerialised)")
+        << " output " << g[f].output_bytes << " + inputs " << f_inputs << "; resident at failure " << total << " in "
+        << run.resident_at_failure.size() << ": failing node's inputs " << bytes[0] << " (" << count[0]
+        << "), program node's inputs " << bytes[1] << " (" << count[1] << "), other restore frames " << bytes[2]
+        << " (" << count[2] << "); nodes " << nodes;
+    return out.str();
+}
 
 std::vector<strategy> make_strategies(const static_graph& g, const options& opt, std::ostream& note) {
     std::vector<strategy> out;
@@ -205,14 +247,17 @@ std::vector<strategy> make_strategies(const static_graph& g, const options& opt,
     // budget, each tensor released after its last use; the recorded schedule (operator runs,
     // rematerialisations, evictions, frees) is checked like every other. Before the MILP, so
     // that a DTR schedule can be its MIP start.
-    for (const char* name : {"dtr", "dtr_eqclass", "dtr_local", "msps", "lru", "largest"}) {
+    for (const char* name : {"dtr", "dtr_eqclass", "dtr_local", "msps", "lru", "largest", "dtr_held",
+                             "dtr_ancestors_soft"}) {
         const std::string heuristic = name;
-        out.push_back({"dtr:" + heuristic, [heuristic](const strategy_context& c) {
+        runtime_options ro;
+        ro.restore = opt.restore;
+        out.push_back({"dtr:" + heuristic, [heuristic, ro](const strategy_context& c) {
                            outcome o;
                            const double t0 = now_s();
                            graph::dtr_run run;
                            const bool known = heuristics::with_heuristic(heuristic, [&]<class H>(std::type_identity<H>) {
-                               run = graph::simulate_dtr<H>(c.graph, c.budget);
+                               run = graph::simulate_dtr<H>(c.graph, c.budget, ro);
                            });
                            o.seconds = now_s() - t0;
                            if (!known) {
@@ -222,15 +267,16 @@ std::vector<strategy> make_strategies(const static_graph& g, const options& opt,
                            }
                            // The runtime's own total, to compare with the checker's cost.
                            o.objective = run.compute_cost;
-                           char buf[160];
-                           std::snprintf(buf, sizeof buf, "%llu remats, %llu evictions, %llu eager evictions",
+                           char buf[200];
+                           std::snprintf(buf, sizeof buf, "%llu remats, %llu evictions, %llu eager evictions, %llu pin yields",
                                          static_cast<unsigned long long>(run.stats.rematerializations),
                                          static_cast<unsigned long long>(run.stats.evictions),
-                                         static_cast<unsigned long long>(run.stats.eager_evictions));
+                                         static_cast<unsigned long long>(run.stats.eager_evictions),
+                                         static_cast<unsigned long long>(run.stats.pin_yields));
                            o.detail = buf;
                            if (run.status != "ok") {
                                o.status = run.status;  // "oom", "thrashing", "inconsistent": no schedule
-                               o.detail += "; " + run.detail.substr(0, 300);
+                               o.detail += "; " + run.detail.substr(0, 600) + "; " + failure_detail(c.graph, run);
                                return o;
                            }
                            o.events = std::move(run.events);

@@ -15,6 +15,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -318,7 +319,19 @@ TEST_CASE("DTR's recorded schedules pass the checker and cost what the runtime c
         CHECK(r.recomputations() > 0);
     }
     CHECK(check_dtr_runs(chain(8), 8) > 0);
-    CHECK(dtr::graph::simulate_dtr<dtr::heuristics::lru>(chain(8), chain(8).max_footprint() - 1).status == "oom");
+    {
+        // Below LB: out of memory, with where the memory was. Every resident storage is pinned
+        // then, so they and the failing node's output exceed the budget.
+        const auto c = chain(8);
+        const auto budget = c.max_footprint() - 1;
+        const auto oom = dtr::graph::simulate_dtr<dtr::heuristics::lru>(c, budget);
+        CHECK(oom.status == "oom");
+        REQUIRE(oom.program_node < c.size());
+        CHECK(oom.failing_node <= oom.program_node);
+        std::uint64_t resident = 0;
+        for (const auto u : oom.resident_at_failure) resident += c[u].output_bytes;
+        CHECK(resident + c[oom.failing_node].output_bytes > budget);
+    }
 
     // A model graph, when the shared graphs are there.
     const char* shared = std::getenv("DTR_SHARED");

@@ -57,6 +57,7 @@ namespace dtr::graph {
 struct dtr_recording {
     schedule events;
     node_id running = 0;        //!< the node whose operator ran last
+    node_id attempting = 0;     //!< the node whose operator last asked for its output
     bool pending = false;       //!< an operator ran and its storage is not yet installed
     struct storage_state {
         node_id node = 0;
@@ -148,6 +149,9 @@ public:
         hook::on_pool_erase_t::invoke(inner_, s, c);
     }
 
+    //! Called by the operator of node v before it allocates its output.
+    void attempt(node_id v) noexcept { log_.attempting = v; }
+
     //! Called by the operator of node v after its output is allocated.
     void ran(node_id v) {
         if (log_.pending) log_.note("operator of " + std::to_string(v) + " ran before the last one's output was installed");
@@ -184,6 +188,13 @@ struct dtr_run {
     cost_t compute_cost = 0;    //!< the runtime's own total: first runs + rematerialisations
     counters stats{};           //!< the runtime's counters at the end
     std::string detail;         //!< the exception's message when not ok
+    //! When not ok: the program's node being called (its inputs are pinned by the call), the
+    //! node whose operator failed to allocate its output (the program's node itself, or one
+    //! being rematerialised for it), and the nodes resident at that moment, ascending
+    //! (after an out_of_memory every resident storage is one that could not be evicted).
+    node_id program_node = 0;
+    node_id failing_node = 0;
+    std::vector<node_id> resident_at_failure;
 };
 
 //! @brief Runs `g` (topologically indexed) through `runtime<sim_backend, H>` under `budget`
@@ -209,13 +220,22 @@ template <class H>
             for (const node_id u : g.predecessors(v)) last_use[u] = v;
         std::vector<tensor> handle(n);
         std::vector<tensor> inputs;
+        node_id v = 0;
+        const auto snapshot = [&] {
+            out.program_node = v;
+            out.failing_node = rec->recording().attempting;
+            for (const auto& [id, st] : rec->recording().storages)
+                if (st.resident) out.resident_at_failure.push_back(st.node);
+            std::sort(out.resident_at_failure.begin(), out.resident_at_failure.end());
+        };
         try {
-            for (node_id v = 0; v < n; ++v) {
+            for (; v < n; ++v) {
                 inputs.clear();
                 for (const node_id u : g.predecessors(v)) inputs.push_back(handle[u]);
                 const std::size_t bytes = static_cast<std::size_t>(g[v].output_bytes);
                 handle[v] = rt.call(
                     [rec, v, bytes](op_context<sim_backend>& ctx) {
+                        rec->attempt(v);
                         (void)ctx.output(0, bytes);
                         rec->ran(v);
                     },
@@ -228,9 +248,11 @@ template <class H>
         } catch (const out_of_memory& e) {
             out.status = "oom";
             out.detail = e.what();
+            snapshot();
         } catch (const thrashing& e) {
             out.status = "thrashing";
             out.detail = e.what();
+            snapshot();
         }
         inputs.clear();
         handle.clear();  // releases before the runtime goes: their frees are recorded too
