@@ -25,6 +25,14 @@
 // refusals, the allocations refused at first, the window evictions and the region's peak.
 // --arena-capacity F makes the region F times the budget (the runtime's budget unchanged): the
 // smallest F at which a run finishes is the memory its budget needs reserved.
+//
+// --offload auto|always gives the simulated device a host tier (runtime_options::offload):
+// victims may be copied out instead of dropped, and constants may leave when nothing else can.
+// Transfers cost --offload-latency ns + bytes / --offload-bandwidth (bytes per second; the
+// logs' costs are nanoseconds) on one copy stream that overlaps compute (--no-overlap: the
+// clock waits for every transfer); --offload-capacity caps the tier's bytes; --prefetch N hints
+// the offloaded inputs of the next N records after each operator. The slowdown then counts the
+// clock's waits for transfers, and the JSON carries the offload counters.
 #include "heuristic_registry.hpp"
 
 #include <dtr_tools/cli.hpp>
@@ -94,6 +102,12 @@ int main(int argc, char** argv) {
                 placement_name = "best_fit";
     bool arena = false;
     double arena_capacity = 0; // the region as a multiple of the budget; 0: the budget
+    // Offload (--offload): the simulated host tier.
+    std::string offload_name = "off";
+    dtr::host_tier_options tier{.transfer = {.bandwidth = 25e9, .latency = 5000}};
+    bool no_overlap = false;
+    double tier_capacity = 0; // bytes; 0: unlimited
+    std::size_t prefetch = 0;
     CLI::App app{"dtr-replay: DTR operator logs replayed on dtr::runtime<sim_backend, H> under budgets"};
     app.add_option("logs", logs, "DTR operator logs")->required()->check(CLI::ExistingFile);
     app.add_option("--heuristic", heuristics, "a policy (repeat the flag; default: the paper's seven)\n" +
@@ -125,7 +139,26 @@ int main(int argc, char** argv) {
     app.add_option("--placement", placement_name, "where the arena puts constants (with --arena)")
         ->check(CLI::IsMember({"best_fit", "constants_high"}))
         ->capture_default_str();
+    app.add_option("--offload", offload_name, "copy victims to a simulated host tier instead of dropping them")
+        ->check(CLI::IsMember({"off", "auto", "always"}))
+        ->capture_default_str();
+    app.add_option("--offload-bandwidth", tier.transfer.bandwidth, "host tier transfers: bytes per second")
+        ->check(dtr::tools::positive_real)
+        ->capture_default_str();
+    app.add_option("--offload-latency", tier.transfer.latency, "host tier transfers: ns added to each")
+        ->check(dtr::tools::non_negative_real)
+        ->capture_default_str();
+    app.add_option("--offload-capacity", tier_capacity, "host tier bytes (default: unlimited)")
+        ->check(dtr::tools::non_negative_real);
+    app.add_flag("--no-overlap", no_overlap, "the clock waits for every transfer (no copy stream)");
+    app.add_option("--prefetch", prefetch, "after each operator, prefetch the offloaded inputs of the next N records")
+        ->capture_default_str();
     if (auto status = dtr::tools::parse_command_line(app, argc, argv)) return *status;
+    const dtr::offload_policy offload = offload_name == "auto"     ? dtr::offload_policy::automatic
+                                        : offload_name == "always" ? dtr::offload_policy::always
+                                                                   : dtr::offload_policy::off;
+    tier.overlap = !no_overlap;
+    if (tier_capacity > 0) tier.capacity = static_cast<std::size_t>(tier_capacity);
     if (arena) arena_alignment = dtr::arena::default_alignment;
     if (dealloc_name == "banish") dealloc = dtr::dealloc_policy::banish;
     if (restore_name == "yield") restore = dtr::restore_pins::yield_when_full;
@@ -187,6 +220,9 @@ int main(int argc, char** argv) {
                 options.arena_capacity = static_cast<std::size_t>(arena_capacity * static_cast<double>(options.budget));
             options.fragmentation = fragmentation;
             options.placement = placement;
+            options.offload = offload;
+            options.tier = tier;
+            options.prefetch_lookahead = prefetch;
             t.result = dtr_bench::replay_with(t.heuristic, search, traces[t.log], options, seed);
         }
     };
@@ -261,6 +297,18 @@ int main(int argc, char** argv) {
                     << ", \"region_peak_bytes\": " << r.region_peak << ", \"region_over_budget\": "
                     << (arena_capacity > 0 ? arena_capacity : 1.0);
             if (restore != dtr::restore_pins::hold) out << ", \"restore_pins\": \"yield\"";
+            if (offload != dtr::offload_policy::off)
+                out << ", \"offload\": \"" << offload_name << "\", \"offload_bandwidth\": " << tier.transfer.bandwidth
+                    << ", \"offload_latency_ns\": " << tier.transfer.latency << ", \"overlap\": "
+                    << (tier.overlap ? "true" : "false") << ", \"prefetch_lookahead\": " << prefetch
+                    << ", \"offloads\": " << r.stats.offloads << ", \"offloads_clean\": " << r.stats.offloads_clean
+                    << ", \"constant_offloads\": " << r.stats.constant_offloads
+                    << ", \"copy_backs\": " << r.stats.copy_backs << ", \"prefetches\": " << r.stats.prefetches
+                    << ", \"bytes_offloaded\": " << r.stats.bytes_offloaded
+                    << ", \"bytes_copied_back\": " << r.stats.bytes_copied_back
+                    << ", \"peak_host_bytes\": " << r.stats.peak_host_bytes
+                    << ", \"transfer_cost_ns\": " << static_cast<std::uint64_t>(r.stats.transfer_cost)
+                    << ", \"transfer_stall_ns\": " << static_cast<std::uint64_t>(r.stats.transfer_stall);
             if (!r.error.empty()) out << ", \"error\": \"" << json_escape(r.error) << "\"";
             out << "}"
                 << (i + 1 < tasks.size() ? "," : "") << "\n";

@@ -109,6 +109,7 @@ struct storage_archetype {
     cost_t cost() const noexcept;
     cost_t last_access() const noexcept;
     bool resident() const noexcept;
+    bool offloaded() const noexcept;
     bool rematerializable() const noexcept;
     bool evictable() const noexcept;
     std::size_t handle_count() const noexcept;

@@ -88,6 +88,21 @@ enum class restore_pins : std::uint8_t {
     hold,
 };
 
+//! @brief Whether a victim may be copied out to a second memory tier (host memory) instead of
+//! dropped, on backends with one (dtr::offloading_backend; see <dtr/offload.hpp> and
+//! docs/design.md, "Offload"). Backends without a tier ignore it.
+enum class offload_policy : std::uint8_t {
+    //! Never: victims are dropped and recomputed (DTR as published; the default).
+    off,
+    //! Per victim, copy it out when getting it back by transfer is cheaper than recomputing
+    //! it (dtr::offload_decision) and the tier has room; constants may leave the device
+    //! when nothing evictable is left.
+    automatic,
+    //! Every victim the tier has room for is copied out (tests, and the upper bound of the
+    //! transfer side); constants as under `automatic`.
+    always,
+};
+
 //! @brief Construction-time settings of a runtime.
 struct runtime_options {
     //! Hard limit on resident bytes (sum of the sizes of resident storages, plus buffers of
@@ -106,6 +121,8 @@ struct runtime_options {
     fragmentation_policy fragmentation = fragmentation_policy::window;
     //! Where an arena backend places blocks.
     placement_policy placement = placement_policy::best_fit;
+    //! Whether victims may be offloaded to the backend's host tier instead of dropped.
+    offload_policy offload = offload_policy::off;
 };
 
 //! @brief Per-call settings of runtime::call.

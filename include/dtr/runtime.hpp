@@ -13,7 +13,8 @@
 //! operator's run and the commit of its outputs), rematerializer.hpp (securing inputs with
 //! an explicit stack), evictable_pool.hpp (the pool, victim choice, eviction),
 //! budgeted_memory.hpp (allocation under the budget), release_queue.hpp (release and
-//! banishing), cost_queue.hpp (deferred costs), invariants.hpp.
+//! banishing), cost_queue.hpp (deferred costs), offloader.hpp (the host tier),
+//! invariants.hpp.
 #pragma once
 
 #include <dtr/arena.hpp>
@@ -27,6 +28,7 @@
 #include <dtr/heuristic/dtr_eqclass.hpp>
 #include <dtr/hooks.hpp>
 #include <dtr/memory_report.hpp>
+#include <dtr/offload.hpp>
 #include <dtr/op_context.hpp>
 #include <dtr/options.hpp>
 #include <dtr/pin_guard.hpp>
@@ -37,6 +39,7 @@
 #include <dtr/detail/evictable_pool.hpp>
 #include <dtr/detail/execution.hpp>
 #include <dtr/detail/invariants.hpp>
+#include <dtr/detail/offloader.hpp>
 #include <dtr/detail/rematerializer.hpp>
 #include <dtr/detail/release_queue.hpp>
 
@@ -233,8 +236,25 @@ public:
     write_guard pin_for_write(const tensor& t);
 
     //! @brief Evicts `t`'s storage now if it is evictable.
-    //! Returns: true if it was evicted.
+    //!
+    //! Effects: drops its bytes (keeping the recipe), or copies them out to the backend's
+    //! host tier when runtime_options::offload decides so.
+    //! Returns: true if it left the device.
     bool evict(const tensor& t);
+
+    // ---- offload (runtime_options::offload, on a backend modelling dtr::offloading_backend)
+
+    //! @brief Returns: whether `t`'s storage is in the backend's host tier only.
+    //! Throws: dtr::logic_error on a bad handle.
+    [[nodiscard]] bool is_offloaded(const tensor& t) const { return storage_of(t)->offloaded(); }
+    //! @brief A hint that `t` will be read soon.
+    //!
+    //! Effects: if its storage is offloaded and the budget has room for it without evicting
+    //! anything, starts its copy-back now, so that the transfer overlaps the compute until
+    //! it is read.
+    //! Returns: whether a copy-back started.
+    //! Throws: dtr::logic_error on a bad handle or from inside an operator.
+    bool prefetch(const tensor& t);
 
     // ---- state ------------------------------------------------------------------------
 
@@ -317,6 +337,8 @@ private:
     friend class detail::release_queue;
     template <class, class, class>
     friend class detail::cost_queue;
+    template <class, class, class>
+    friend class detail::offloader;
 
     using storage_t = detail::storage_record<Backend, meta_type>;
     using op_t = detail::op_node<Backend, meta_type>;
@@ -443,6 +465,7 @@ private:
     detail::rematerializer<runtime, Backend, meta_type> remat_{*this};
     detail::release_queue<runtime, Backend, meta_type> release_{*this};
     detail::cost_queue<runtime, Backend, meta_type> costs_{*this};
+    detail::offloader<runtime, Backend, meta_type> offload_{*this};
 };
 
 // =====================================================================================
@@ -591,7 +614,10 @@ basic_pin_guard<runtime<B, H>, Writable> runtime<B, H>::pin_impl(const tensor& t
     remat_.make_resident(s);
     pin(s);
     ++user_pins_;
-    if constexpr (Writable) ++s->write_guards;
+    if constexpr (Writable) {
+        ++s->write_guards;
+        offload_.release_host_copy(s); // its bytes are about to change
+    }
     using guard = basic_pin_guard<runtime, Writable>;
     using view_pointer = typename guard::pointer;
     const view_pointer base = s->ptr;
@@ -625,6 +651,24 @@ bool runtime<B, H>::evict(const tensor& t) {
     if (!s->evictable()) return false;
     busy_scope busy(*this);
     pool_.evict(s, false);
+    return true;
+}
+
+template <class B, class H>
+bool runtime<B, H>::prefetch(const tensor& t) {
+    storage_t* s = storage_of(t);
+    DTR_EXPECTS(!in_operator_, "prefetch() called from inside an operator");
+    if (!s->offloaded() || s->bytes > options_.budget - counters_.resident_bytes) return false;
+    busy_scope busy(*this);
+    try {
+        offload_.copy_back(s);
+    } catch (const out_of_memory&) {
+        return false; // a hint: the read itself will try again
+    }
+    // About to be read: not the stalest storage, or it would be the next victim.
+    s->accessed = clock_;
+    hook_on_access(*s);
+    ++counters_.prefetches;
     return true;
 }
 
@@ -665,6 +709,7 @@ runtime<B, H>::~runtime() {
         }
         s.consumers.clear();
         if (s.is_resident) backend_.deallocate(s.ptr, s.bytes);
+        offload_.release_host_copy(&s);
     }
     pool_.clear();
     // Handles dropped while deferred, and those captured by recipes, are orphans by now.

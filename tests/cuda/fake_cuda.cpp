@@ -109,6 +109,14 @@ cudaError_t cudaFree(void* p) {
     std::free(p);
     return cudaSuccess;
 }
+cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned) {
+    *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+    return *p != nullptr ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+}
+cudaError_t cudaFreeHost(void* p) {
+    std::free(p);
+    return cudaSuccess;
+}
 cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
     // Modest, so that programs sizing a region from it stay light on the host.
     *free = *total = std::size_t{1} << 30;
@@ -141,6 +149,11 @@ cudaError_t cudaStreamQuery(cudaStream_t s) {
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     return capturing(s) ? fail(cudaErrorStreamCaptureUnsupported) : cudaSuccess;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
+    if (capturing(s)) return fail(cudaErrorStreamCaptureUnsupported);
+    event(e); // streams run work at once: every recorded event has happened
+    return cudaSuccess;
 }
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode) {
     reinterpret_cast<fake_stream*>(s)->capturing = true;

@@ -139,7 +139,7 @@ std::vector<std::uint32_t> bits_of(Runtime& rt, const tensor& t) {
 
 struct program_result {
     std::vector<std::vector<std::uint32_t>> reads;
-    std::uint64_t evictions = 0, remats = 0, retries = 0;
+    std::uint64_t evictions = 0, remats = 0, retries = 0, offloads = 0, copy_backs = 0;
     std::size_t peak_resident = 0, peak_physical = 0;
 };
 
@@ -198,6 +198,8 @@ program_result run_program(Runtime& rt, std::uint64_t seed, std::size_t steps, c
     r.evictions = rt.stats().evictions;
     r.remats = rt.stats().rematerializations;
     r.retries = rt.stats().allocation_retries;
+    r.offloads = rt.stats().offloads + rt.stats().offloads_clean;
+    r.copy_backs = rt.stats().copy_backs;
     r.peak_resident = rt.stats().peak_resident_bytes;
     rt.check_invariants();
     return r;
@@ -211,10 +213,11 @@ program_result host_reference(std::uint64_t seed, std::size_t steps) {
 //! The program on the device in a region of `region` bytes (the budget too), growing the
 //! region by a quarter while a step cannot fit at all.
 program_result device_run(std::uint64_t seed, std::size_t steps, std::size_t& region, cudaStream_t stream,
-                          cublasHandle_t blas, dtr::cuda_backend_options options = {}) {
+                          cublasHandle_t blas, dtr::cuda_backend_options options = {},
+                          dtr::offload_policy offload = dtr::offload_policy::off) {
     for (int attempt = 0;; ++attempt) {
         try {
-            dtr::runtime<dtr::cuda_backend, dtr::heuristics::dtr_local> rt({.budget = region},
+            dtr::runtime<dtr::cuda_backend, dtr::heuristics::dtr_local> rt({.budget = region, .offload = offload},
                                                                           dtr::cuda_backend(region, stream, options));
             program_result r = run_program(rt, seed, steps, blas);
             rt.settle_costs();
@@ -341,6 +344,34 @@ TEST_CASE("random programs on the device read exactly what they read on the host
     MESSAGE("device programs: ", evictions, " evictions, ", remats, " rematerializations, ", retries,
             " allocation retries");
     CHECK(remats > 0);
+}
+
+TEST_CASE("offload to pinned host memory on a copy stream: the device programs still read what the host reads") {
+    stream_guard stream;
+    blas_guard blas(stream.get());
+    std::uint64_t offloads = 0, copy_backs = 0;
+    for (std::uint64_t seed = 1; seed <= 8; ++seed) {
+        CAPTURE(seed);
+        const std::size_t steps = 120;
+        const program_result reference = host_reference(seed, steps);
+        std::size_t region = std::max<std::size_t>(reference.peak_resident / 2, 1 << 16);
+        dtr::cuda_backend_options options;
+        options.host_tier = true;
+        options.tier.transfer = {.bandwidth = 25e9, .latency = 0};
+        const program_result device = device_run(seed, steps, region, stream.get(), blas.get(), options,
+                                                 seed % 2 ? dtr::offload_policy::always : dtr::offload_policy::automatic);
+        CAPTURE(region);
+        CHECK(device.reads == reference.reads);
+        offloads += device.offloads;
+        copy_backs += device.copy_backs;
+    }
+    MESSAGE("device programs with offload: ", offloads, " offloads, ", copy_backs, " copy-backs");
+    CHECK(offloads > 0);
+    CHECK(copy_backs > 0);
+    // The tier is the backend's own: a backend without one never transfers.
+    dtr::cuda_backend plain(1 << 16, stream.get());
+    CHECK_FALSE(plain.has_host_tier());
+    CHECK(plain.copy_stream() == nullptr);
 }
 
 TEST_CASE("few timing slots, or none, change nothing but when costs arrive") {

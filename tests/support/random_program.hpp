@@ -49,6 +49,7 @@ struct program_trace {
     std::size_t ooms = 0;                         //!< out_of_memory thrown (and recovered)
     std::size_t budget_lifts = 0;                 //!< of which recovered only by lifting the budget
     std::uint64_t evictions = 0, remats = 0, banishments = 0;
+    std::uint64_t offloads = 0, copy_backs = 0; //!< offload (runtime_options::offload)
     // Pin guards.
     std::uint64_t guards_taken = 0;           //!< read and write guards taken
     std::uint64_t guard_reads = 0;            //!< reads through a guard taken earlier
@@ -143,6 +144,8 @@ public:
         trace_.evictions = rt_.stats().evictions;
         trace_.remats = rt_.stats().rematerializations;
         trace_.banishments = rt_.stats().banishments;
+        trace_.offloads = rt_.stats().offloads + rt_.stats().offloads_clean;
+        trace_.copy_backs = rt_.stats().copy_backs;
         if constexpr (fault_injecting_runtime<Runtime>) {
             trace_.allocation_faults = rt_.backend().faults().allocation_faults;
             trace_.execution_faults = rt_.backend().faults().execution_faults();

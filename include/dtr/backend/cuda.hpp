@@ -31,6 +31,7 @@
 #include <dtr/deferred_cost.hpp>
 #include <dtr/error.hpp>
 #include <dtr/memory_report.hpp>
+#include <dtr/offload.hpp>
 
 #include <cuda_runtime_api.h>
 
@@ -50,6 +51,12 @@ struct cuda_backend_options {
     //! of the device before execute() waits for the oldest measurement; 0 turns event
     //! timing off (costs are then the host's enqueue time, final at once).
     std::size_t timing_slots = 256;
+    //! A host tier of pinned host memory (cudaHostAlloc) for offload
+    //! (runtime_options::offload), with its own copy stream; off by default. Its transfer
+    //! model is what the offload decision compares with recomputation; the true transfer
+    //! times reach the clock through the operators that wait for them.
+    bool host_tier = false;
+    host_tier_options tier{};
 };
 
 //! @brief CUDA device memory for dtr::runtime.
@@ -68,6 +75,14 @@ struct cuda_backend_options {
 //! - Errors: CUDA failures throw dtr::cuda_error naming the call; failing to reserve the
 //!   region throws dtr::cuda_out_of_memory (a dtr::out_of_memory). A kernel launch that
 //!   fails inside an operator fails that call (the runtime discards its outputs).
+//!
+//! - Offload (with cuda_backend_options::host_tier; dtr::offloading_backend): host copies are
+//!   pinned host blocks (cudaHostAlloc). Transfers run on a copy stream of the backend's
+//!   own, ordered with stream() by events: a transfer waits for the work already on
+//!   stream() (the block it reads or fills may still be in use), and stream() waits for the
+//!   transfer before anything enqueued after it (the block is reused, or read). So transfers
+//!   overlap the compute enqueued before them, and copy_out/copy_in return `now`: the wait
+//!   shows in the measured cost of the operators behind them.
 //!
 //! Not thread-safe, like the runtime that owns it. Move-only.
 class cuda_backend {
@@ -102,6 +117,12 @@ public:
                 DTR_CUDA_TRY(cudaEventCreateWithFlags(&s.stop, cudaEventDefault));
             }
             ready_.reserve(slots_.empty() ? 64 : slots_.size());
+            if (options.host_tier) {
+                tier_ = host_tier(options.tier);
+                DTR_CUDA_TRY(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+                DTR_CUDA_TRY(cudaEventCreateWithFlags(&compute_done_, cudaEventDisableTiming));
+                DTR_CUDA_TRY(cudaEventCreateWithFlags(&copy_done_, cudaEventDisableTiming));
+            }
         } catch (...) {
             release();
             throw;
@@ -112,7 +133,10 @@ public:
         : stream_(other.stream_), device_(other.device_), arena_(std::move(other.arena_)),
           base_(std::exchange(other.base_, nullptr)), slots_(std::move(other.slots_)),
           head_(std::exchange(other.head_, 0)), in_flight_(std::exchange(other.in_flight_, 0)),
-          ready_(std::move(other.ready_)), refusals_(other.refusals_) {
+          ready_(std::move(other.ready_)), refusals_(other.refusals_), tier_(other.tier_),
+          copy_stream_(std::exchange(other.copy_stream_, nullptr)),
+          compute_done_(std::exchange(other.compute_done_, nullptr)),
+          copy_done_(std::exchange(other.copy_done_, nullptr)) {
         other.slots_.clear();
         other.ready_.clear();
     }
@@ -284,7 +308,60 @@ public:
         arena_.for_each_block(fn);
     }
 
+    // ---- dtr::offloading_backend: pinned host memory and a copy stream ------------------------
+    //! A pinned host block holding a storage's bytes.
+    struct host_copy {
+        void* bytes = nullptr;
+    };
+    [[nodiscard]] bool has_host_tier() const noexcept { return copy_stream_ != nullptr; }
+    [[nodiscard]] bool host_room(std::size_t bytes) const noexcept { return has_host_tier() && tier_.room(bytes); }
+    [[nodiscard]] cost_t transfer_cost(std::size_t bytes) const noexcept { return tier_.cost(bytes); }
+    [[nodiscard]] bool transfers_overlap() const noexcept { return true; }
+    //! @brief A pinned host block filled from `src` on the copy stream, after the work on
+    //! stream(); stream() waits for it before reusing the block.
+    //! @throws dtr::cuda_error (cudaErrorMemoryAllocation when pinned memory runs out).
+    [[nodiscard]] copy_out_result<host_copy> copy_out(const_pointer src, std::size_t bytes, cost_t now) {
+        void* p = nullptr;
+        DTR_CUDA_TRY(cudaHostAlloc(&p, bytes == 0 ? 1 : bytes, cudaHostAllocDefault));
+        try {
+            transfer(p, src.get(), bytes, cudaMemcpyDeviceToHost);
+        } catch (...) {
+            (void)cudaFreeHost(p);
+            throw;
+        }
+        tier_.hold(bytes);
+        return {host_copy{p}, now};
+    }
+    //! @brief Fills `dst` from a host copy on the copy stream, after the work on stream();
+    //! stream() waits for it before the operators that read it. @throws dtr::cuda_error.
+    cost_t copy_in(pointer dst, const host_copy& copy, std::size_t bytes, cost_t now) {
+        transfer(dst.get(), copy.bytes, bytes, cudaMemcpyHostToDevice);
+        return now;
+    }
+    //! @brief Waits for the copy stream (a transfer may still read the block), then frees it.
+    void free_host(host_copy& copy, std::size_t bytes) noexcept {
+        if (copy.bytes == nullptr) return;
+        (void)cudaStreamSynchronize(copy_stream_);
+        (void)cudaFreeHost(copy.bytes);
+        (void)cudaGetLastError();
+        copy.bytes = nullptr;
+        tier_.release(bytes);
+    }
+    //! @brief The stream transfers run on (null without a host tier).
+    [[nodiscard]] cudaStream_t copy_stream() const noexcept { return copy_stream_; }
+    //! @brief Bytes in pinned host copies now.
+    [[nodiscard]] std::size_t host_bytes() const noexcept { return tier_.used_bytes(); }
+
 private:
+    //! One transfer on the copy stream, ordered after stream()'s work and before its next.
+    void transfer(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+        DTR_CUDA_TRY(cudaEventRecord(compute_done_, stream_));
+        DTR_CUDA_TRY(cudaStreamWaitEvent(copy_stream_, compute_done_, 0));
+        if (bytes != 0) DTR_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, kind, copy_stream_));
+        DTR_CUDA_TRY(cudaEventRecord(copy_done_, copy_stream_));
+        DTR_CUDA_TRY(cudaStreamWaitEvent(stream_, copy_done_, 0));
+    }
+
     struct timing_slot {
         cudaEvent_t start = nullptr;
         cudaEvent_t stop = nullptr;
@@ -342,6 +419,14 @@ private:
     }
 
     void release() noexcept {
+        if (copy_stream_ != nullptr) {
+            (void)cudaStreamSynchronize(copy_stream_);
+            (void)cudaStreamDestroy(copy_stream_);
+            copy_stream_ = nullptr;
+        }
+        if (compute_done_ != nullptr) (void)cudaEventDestroy(compute_done_);
+        if (copy_done_ != nullptr) (void)cudaEventDestroy(copy_done_);
+        compute_done_ = copy_done_ = nullptr;
         if (base_ == nullptr && slots_.empty()) return; // moved from: no CUDA call at all
         if (base_ != nullptr) (void)cudaStreamSynchronize(stream_);
         for (timing_slot& s : slots_) {
@@ -363,11 +448,17 @@ private:
     std::size_t in_flight_ = 0;
     std::vector<cost_t> ready_; //!< finished, not yet handed over, oldest first
     std::uint64_t refusals_ = 0;
+    // Offload: the host tier's bookkeeping, the copy stream and the events ordering it.
+    host_tier tier_{};
+    cudaStream_t copy_stream_ = nullptr;
+    cudaEvent_t compute_done_ = nullptr;
+    cudaEvent_t copy_done_ = nullptr;
 };
 
 static_assert(backend<cuda_backend>, "cuda_backend must model dtr::backend");
 static_assert(deferred_costs<cuda_backend>, "cuda_backend hands over its costs lazily");
 static_assert(reports_memory<cuda_backend>, "cuda_backend reports its region");
 static_assert(reports_layout<cuda_backend>, "cuda_backend describes its region's blocks");
+static_assert(offloading_backend<cuda_backend>, "cuda_backend offers a pinned host tier");
 
 } // namespace dtr

@@ -5,6 +5,7 @@
 
 #include <dtr/concepts.hpp>
 #include <dtr/error.hpp>
+#include <dtr/offload.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -20,7 +21,12 @@ namespace dtr {
 //!
 //! Operators run synchronously on the calling thread; their cost is the wall time of the
 //! body on std::chrono::steady_clock.
-class host_backend {
+//!
+//! With enable_host_tier() it also has a second tier (dtr::offloading_backend): host copies
+//! are real blocks filled by memcpy, so tests can check that offloaded storages come back bit
+//! for bit; the transfers are charged on the runtime clock by the tier's model, as on
+//! sim_backend (the memcpy's own wall time is not an operator's).
+class host_backend : public host_tier_holder {
 public:
     using pointer = std::byte*;
     using const_pointer = const std::byte*;
@@ -33,7 +39,7 @@ public:
         : capacity_(capacity) {}
 
     host_backend(host_backend&& other) noexcept
-        : capacity_(other.capacity_), used_(other.used_), peak_(other.peak_) {
+        : host_tier_holder(other), capacity_(other.capacity_), used_(other.used_), peak_(other.peak_) {
         other.used_ = 0;
     }
     host_backend& operator=(host_backend&&) = delete;
@@ -79,6 +85,36 @@ public:
     //! @brief Highest used_bytes() so far.
     [[nodiscard]] std::size_t peak_bytes() const noexcept { return peak_; }
 
+    // ---- dtr::offloading_backend: a host tier of real copies ---------------------------------
+    struct host_copy {
+        std::byte* bytes = nullptr;
+        cost_t written_at = 0;
+    };
+    //! @brief Gives this backend a host tier (none by default: the runtime never offloads).
+    host_backend& enable_host_tier(host_tier_options options) noexcept {
+        tier_ = host_tier(options);
+        return *this;
+    }
+    //! @brief memcpy to a new host block. @throws dtr::out_of_memory when the tier has no
+    //! room; std::bad_alloc when the system allocator fails.
+    [[nodiscard]] copy_out_result<host_copy> copy_out(const_pointer src, std::size_t bytes, cost_t now) {
+        if (!tier_.room(bytes)) throw out_of_memory("dtr: host_backend: the host tier is full", {});
+        auto* p = static_cast<std::byte*>(::operator new(bytes == 0 ? 1 : bytes, std::align_val_t{alignment}));
+        if (bytes != 0) std::memcpy(p, src, bytes);
+        tier_.hold(bytes);
+        const cost_t done = tier_.issue(bytes, now);
+        return {host_copy{p, done}, done};
+    }
+    cost_t copy_in(pointer dst, const host_copy& copy, std::size_t bytes, cost_t now) noexcept {
+        if (bytes != 0) std::memcpy(dst, copy.bytes, bytes);
+        return tier_.issue(bytes, now, copy.written_at);
+    }
+    void free_host(host_copy& copy, std::size_t bytes) noexcept {
+        ::operator delete(copy.bytes, std::align_val_t{alignment});
+        copy.bytes = nullptr;
+        tier_.release(bytes);
+    }
+
 private:
     std::size_t capacity_;
     std::size_t used_ = 0;
@@ -86,5 +122,6 @@ private:
 };
 
 static_assert(backend<host_backend>);
+static_assert(offloading_backend<host_backend>);
 
 } // namespace dtr

@@ -5,7 +5,9 @@
 
 #include <dtr/arena.hpp>
 #include <dtr/concepts.hpp>
+#include <dtr/error.hpp>
 #include <dtr/memory_report.hpp>
+#include <dtr/offload.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -29,9 +31,15 @@ namespace dtr {
 //!   refused for want of a contiguous block, and memory_info() reports the layout. Replaying
 //!   a trace this way shows what fragmentation would do to it on a device.
 //!
+//! Either can have a simulated host tier (enable_host_tier: dtr::offloading_backend): host
+//! copies that hold no bytes, a capacity, and one copy stream whose transfers cost
+//! `latency + bytes / bandwidth` on the runtime clock and, with `overlap`, run concurrently
+//! with compute (the runtime's clock waits only for a copy-back an operator reads before it
+//! landed, and for the block an out-copy frees).
+//!
 //! Operators run under a simulation still declare their outputs through the op_context
 //! (sizes and aliases); buffers they get must not be dereferenced.
-class sim_backend {
+class sim_backend : public host_tier_holder {
 public:
     //! An address in the simulated space; 0 means none.
     using pointer = std::uintptr_t;
@@ -146,6 +154,30 @@ public:
         if (arena_) arena_->for_each_block(fn);
     }
 
+    // ---- dtr::offloading_backend: the simulated host tier ----------------------------------
+    //! A host copy: no bytes, only when its out-copy finishes (a copy-back starts after it).
+    struct host_copy {
+        cost_t written_at = 0;
+    };
+    //! @brief Gives this backend a host tier (none by default: the runtime never offloads).
+    sim_backend& enable_host_tier(host_tier_options options) noexcept {
+        tier_ = host_tier(options);
+        return *this;
+    }
+    //! @brief Queues the out-copy on the copy stream; the block is reusable when it finishes.
+    //! @throws dtr::out_of_memory when the tier has no room (the runtime checks first).
+    [[nodiscard]] copy_out_result<host_copy> copy_out(const_pointer, std::size_t bytes, cost_t now) {
+        if (!tier_.room(bytes)) throw out_of_memory("dtr: sim_backend: the host tier is full", {});
+        tier_.hold(bytes);
+        const cost_t done = tier_.issue(bytes, now);
+        return {host_copy{done}, done};
+    }
+    //! @brief Queues the copy-back (after the copy's own out-copy); returns when it lands.
+    cost_t copy_in(pointer, const host_copy& copy, std::size_t bytes, cost_t now) noexcept {
+        return tier_.issue(bytes, now, copy.written_at);
+    }
+    void free_host(host_copy&, std::size_t bytes) noexcept { tier_.release(bytes); }
+
 private:
     std::size_t capacity_;
     std::size_t used_ = 0;
@@ -158,5 +190,6 @@ private:
 static_assert(backend<sim_backend>);
 static_assert(reports_memory<sim_backend>);
 static_assert(reports_layout<sim_backend>);
+static_assert(offloading_backend<sim_backend>);
 
 } // namespace dtr

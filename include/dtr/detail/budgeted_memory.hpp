@@ -66,6 +66,7 @@ auto budgeted_memory<Rt, Backend, Meta>::allocate(std::size_t bytes) -> pointer 
     while (bytes > options.budget - stats.resident_bytes) {
         storage* victim = rt_.pool_.choose_victim();
         if (victim == nullptr) {
+            if (rt_.offload_.offload_fixed()) continue; // a constant leaves for the host tier
             if (rt_.remat_.yield_pins()) continue; // a restore's lower frames let go: try again
             throw_out_of_memory(bytes, false);
         }
@@ -93,6 +94,7 @@ auto budgeted_memory<Rt, Backend, Meta>::allocate(std::size_t bytes) -> pointer 
             stats.peak_resident_bytes = std::max(stats.peak_resident_bytes, stats.resident_bytes);
             ++stats.allocations;
             stats.bytes_allocated += bytes;
+            rt_.offload_.wait_for_freed_memory(); // offloaded victims' blocks: reusable once copied out
             return p;
         }
         // The budget allows it but the backend has no block (fragmentation, or a capacity
@@ -106,6 +108,7 @@ auto budgeted_memory<Rt, Backend, Meta>::allocate(std::size_t bytes) -> pointer 
         if (!system_refused) {
             const window_outcome w = rt_.pool_.evict_window(bytes);
             if (w == window_outcome::none) {
+                if (rt_.offload_.offload_fixed()) continue;
                 if (rt_.remat_.yield_pins()) continue;
                 throw_out_of_memory(bytes, true);
             }
@@ -116,6 +119,7 @@ auto budgeted_memory<Rt, Backend, Meta>::allocate(std::size_t bytes) -> pointer 
         }
         storage* victim = rt_.pool_.choose_victim();
         if (victim == nullptr) {
+            if (rt_.offload_.offload_fixed()) continue;
             if (rt_.remat_.yield_pins()) continue;
             throw_out_of_memory(bytes, true, system_refused);
         }
@@ -129,6 +133,7 @@ void budgeted_memory<Rt, Backend, Meta>::shrink_to(std::size_t bytes) {
     counters& stats = rt_.counters_;
     while (stats.resident_bytes > bytes) {
         storage* victim = rt_.pool_.choose_victim();
+        if (victim == nullptr && rt_.offload_.offload_fixed()) continue;
         if (victim == nullptr) {
             out_of_memory::details d{};
             d.requested = stats.resident_bytes - bytes; // the excess that could not be freed

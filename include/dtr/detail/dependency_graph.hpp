@@ -17,6 +17,7 @@
 //! from it and makes that state public inside dtr::detail.
 #pragma once
 
+#include <dtr/offload.hpp>
 #include <dtr/op_context.hpp>
 #include <dtr/options.hpp>
 #include <dtr/tensor.hpp>
@@ -152,8 +153,11 @@ public:
     //! @brief Runtime clock at the last use of this storage as an operator input (or at its
     //! creation).
     [[nodiscard]] cost_t last_access() const noexcept { return accessed; }
-    //! @brief True while its bytes are in memory.
-    [[nodiscard]] bool resident() const noexcept { return is_resident; }
+    //! @brief True unless getting it back needs a recomputation: resident on the device, or
+    //! offloaded to the host tier (it comes back by transfer; runtime_options::offload).
+    [[nodiscard]] bool resident() const noexcept { return is_resident || host.valid; }
+    //! @brief True while its bytes are in the host tier only (runtime_options::offload).
+    [[nodiscard]] bool offloaded() const noexcept { return !is_resident && host.valid; }
     //! @brief True when this storage has a recipe (it can be evicted and recomputed).
     [[nodiscard]] bool rematerializable() const noexcept { return producer != nullptr; }
     //! @brief True while evicting it is allowed (resident, rematerializable, unpinned).
@@ -204,6 +208,8 @@ protected:
     consumer_list consumers;
     list_hook pool_hook{};       //!< membership in the evictable pool
     [[no_unique_address]] Meta heuristic_data{};
+    //! Host copy (offload); empty on backends without a host tier.
+    [[no_unique_address]] host_slot<Backend> host{};
 };
 
 //! @brief A storage as the runtime sees it: storage_node's state made public, plus what
@@ -233,6 +239,7 @@ struct storage_record final : storage_node<Backend, Meta> {
     using base::consumers;
     using base::pool_hook;
     using base::heuristic_data;
+    using base::host;
 
     pointer ptr{};
     std::uint32_t write_guards = 0; //!< live pin_for_write guards (also counted in pins)

@@ -8,6 +8,7 @@
 #include <dtr/arena.hpp>
 #include <dtr/concepts.hpp>
 #include <dtr/deferred_cost.hpp>
+#include <dtr/offload.hpp>
 #include <dtr/options.hpp>
 #include <dtr/detail/dependency_graph.hpp>
 
@@ -72,6 +73,7 @@ public:
     //! @brief Evicts `s` (a pool member): frees its bytes, keeps its recipe. Counted as an
     //! eager eviction when its last handle went (`eager`), else as a victim's.
     void evict(storage* s, bool eager) noexcept {
+        if (rt_.offload_.offload_victim(s, eager)) return; // copied out to the host tier instead
         rt_.memory_.free(s->ptr, s->bytes);
         s->ptr = typename Backend::pointer{};
         s->is_resident = false;
@@ -124,7 +126,9 @@ auto evictable_pool<Rt, Backend, Meta>::choose_victim() -> storage* {
                       "(runtime::storage_type*); see dtr/concepts.hpp");
         double best_score = std::numeric_limits<double>::infinity();
         for (storage_node<Backend, Meta>& s : pool_) {
-            const double score = static_cast<double>(rt_.heuristic_.score(s, ctx));
+            double score = static_cast<double>(rt_.heuristic_.score(s, ctx));
+            // Offload: the cheaper of recomputing and transferring (1 without a host tier).
+            if constexpr (offloading_backend<Backend>) score *= rt_.offload_.score_factor(*storage::of(&s));
             ++rt_.counters_.heuristic_evaluations;
             // Last lowest wins and a zero score ends the scan: the DTR simulator's rule, so
             // that replays make the same choices.

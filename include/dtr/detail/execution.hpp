@@ -158,7 +158,7 @@ void execution<Rt, Backend, Meta>::execute(op& o, bool remat, std::optional<cost
             if (!remat) {
                 v.target = rt_.graph_.new_storage(old->bytes);
                 o.ver[k].storage = v.target;
-            } else if (o.ver[k].storage != nullptr && !o.ver[k].storage->is_resident) {
+            } else if (o.ver[k].storage != nullptr && !o.ver[k].storage->resident()) { // not if offloaded
                 v.target = o.ver[k].storage;
             }
         }
@@ -177,6 +177,7 @@ void execution<Rt, Backend, Meta>::execute(op& o, bool remat, std::optional<cost
             }
         }
         op_context<Backend> ctx(backend, *this, bindings_, o.n_outputs, remat);
+        rt_.offload_.wait_for_inputs(o); // copy-backs still in flight (offload)
         rt_.in_operator_ = true;
         measured = backend.execute([&] {
             for (std::uint32_t k = 0; k < o.n_versions; ++k)
@@ -380,7 +381,7 @@ auto execution<Rt, Backend, Meta>::allocate_output(std::size_t index, std::size_
                         std::to_string(index) + " asked for " + std::to_string(bytes) +
                         (slot.alias_input < 0 ? " bytes, its first run for " + std::to_string(slot.bytes)
                                               : " bytes, its first run made it a view"));
-        if (slot.storage != nullptr && !slot.storage->is_resident) target = slot.storage;
+        if (slot.storage != nullptr && !slot.storage->resident()) target = slot.storage; // not if offloaded
     }
     const pointer p = rt_.memory_.allocate(bytes);
     if (!remat_) {

@@ -27,15 +27,16 @@ void check_invariants(const dependency_graph<Backend, Meta>& graph, const runtim
     using edge = input_edge<Backend, Meta>;
     auto fail = [](const std::string& what) { throw logic_error("dtr: invariant broken: " + what); };
     auto sid = [](const storage& s) { return "storage #" + std::to_string(s.sid); };
-    std::size_t resident = 0, pool_members = 0, pins = 0;
+    std::size_t resident = 0, pool_members = 0, pins = 0, host = 0;
     for (const storage& s : graph.storages) {
         if (s.is_resident) resident += s.bytes;
+        if (s.host.valid) host += s.bytes; // offload: host copies
         if (s.pool_hook.is_linked() != s.evictable()) fail(sid(s) + ": pool membership disagrees with evictability");
         if (s.pool_hook.is_linked()) ++pool_members;
         pins += s.pins;
         if (s.write_guards > s.pins) fail(sid(s) + ": more write guards than pins");
         if (s.write_guards > 0 && !s.is_constant) fail(sid(s) + ": a write guard on a computed storage");
-        if (!s.is_resident && s.producer == nullptr) fail(sid(s) + " is evicted but has no recipe");
+        if (!s.is_resident && s.producer == nullptr && !s.offloaded()) fail(sid(s) + " is evicted but has no recipe");
         if (s.tensors.empty() && s.consumers.empty() && s.pins == 0) fail(sid(s) + " is garbage (no handle, no dependent) but alive");
         if (s.queued) fail(sid(s) + " is still queued at rest");
         if (s.banish_pending && options.dealloc != dealloc_policy::banish) fail(sid(s) + " pending banishment under eager eviction");
@@ -69,6 +70,9 @@ void check_invariants(const dependency_graph<Backend, Meta>& graph, const runtim
         fail("resident bytes " + std::to_string(stats.resident_bytes) + " but storages sum to " +
              std::to_string(resident));
     if (resident > options.budget) fail("resident bytes exceed the budget");
+    if (host != stats.host_bytes)
+        fail("host tier bytes " + std::to_string(stats.host_bytes) + " but host copies sum to " +
+             std::to_string(host));
     if (pool_members != pool_size) fail("pool size mismatch");
     if (pins != user_pins) fail("pins at rest (" + std::to_string(pins) + ") differ from live pin guards (" +
                                 std::to_string(user_pins) + ")");

@@ -145,6 +145,7 @@ private:
 
     void destroy_storage(storage* s) noexcept {
         if (s->is_resident) rt_.memory_.free(s->ptr, s->bytes);
+        rt_.offload_.release_host_copy(s);
         s->is_resident = false;
         rt_.pool_.refresh(s);
         rt_.hook_on_destroy(*s);

@@ -42,7 +42,11 @@ public:
 
     //! @brief Makes `target` resident, recomputing it (and what it needs) if evicted.
     void make_resident(storage* target) {
-        if (target->is_resident) return;
+        if (target->offloaded()) rt_.offload_.copy_back(target);
+        if (target->is_resident) {
+            rt_.offload_.wait_for(target); // a copy-back still in flight
+            return;
+        }
         op& o = recipe_of(*target);
         rt_.touch_inputs(o);
         secure_inputs(o);
@@ -106,11 +110,23 @@ void rematerializer<Rt, Backend, Meta>::secure_inputs(op& root) {
                     edge& e = o->in[i];
                     if (!e.pinned && e.storage->is_resident) pin_input(e);
                 }
+                // Offloaded inputs next, all their copy-backs issued together, so that they
+                // overlap the recomputations below (offload; nothing without a host tier).
+                for (std::uint32_t i = 0; i < o->n_inputs; ++i) {
+                    edge& e = o->in[i];
+                    if (!e.pinned && e.storage->offloaded()) {
+                        rt_.offload_.copy_back(e.storage);
+                        pin_input(e);
+                    }
+                }
             }
             while (f.next_input < o->n_inputs && o->in[f.next_input].pinned) ++f.next_input;
             if (f.next_input < o->n_inputs) {
                 edge& e = o->in[f.next_input];
                 if (e.storage->is_resident) { // restored meanwhile, e.g. as a sibling
+                    pin_input(e);
+                } else if (e.storage->offloaded()) { // offloaded meanwhile
+                    rt_.offload_.copy_back(e.storage);
                     pin_input(e);
                 } else {
                     op& producer = recipe_of(*e.storage);

@@ -85,6 +85,15 @@ struct replay_options {
     fragmentation_policy fragmentation = fragmentation_policy::window;
     //! Where the region places blocks (arena replays only).
     placement_policy placement = placement_policy::best_fit;
+    //! Offload to a simulated host tier (runtime_options::offload); off: the tier is not
+    //! even created, so a replay is exactly what it was before offload existed.
+    offload_policy offload = offload_policy::off;
+    //! The tier's transfer model (bandwidth in bytes/s; latency in ns, the logs' cost unit),
+    //! capacity and overlap with compute.
+    host_tier_options tier{};
+    //! After each operator, hint (runtime::prefetch) the offloaded inputs of the operators
+    //! in the next this many records of the log; 0: no look-ahead.
+    std::size_t prefetch_lookahead = 0;
 };
 
 //! @brief What one replay measured.
@@ -94,6 +103,7 @@ struct replay_result {
     cost_t compute = 0;        //!< first executions
     cost_t remat = 0;          //!< recomputations
     cost_t forward_compute = 0;//!< first executions before ANNOTATE BACKWARD
+    cost_t transfer_stall = 0; //!< clock time spent waiting for host-tier transfers (offload)
     std::size_t peak_resident = 0;
     counters stats{};
     std::uint64_t backend_refusals = 0; //!< allocate() calls the backend answered with "no block"
@@ -102,7 +112,7 @@ struct replay_result {
     std::string error;         //!< the out_of_memory message, for oom
     //! @brief Total compute over `baseline` (the published "slowdown").
     [[nodiscard]] double slowdown(cost_t baseline) const noexcept {
-        return baseline > 0 ? (compute + remat) / baseline : 0;
+        return baseline > 0 ? (compute + remat + transfer_stall) / baseline : 0;
     }
 };
 
@@ -153,16 +163,35 @@ replay_result run_replay(const trace& t, const replay_options& options, Heuristi
                                .constant_updates = options.constant_updates,
                                .restore = options.restore,
                                .fragmentation = options.fragmentation,
-                               .placement = options.placement};
+                               .placement = options.placement,
+                               .offload = options.offload};
     // Thrashing is caught inside a rematerialization too: a deep one can cost without bound.
     if (thrash_at > 0) rt_options.remat_limit = thrash_at - options.baseline_compute;
-    runtime_type rt(rt_options,
-                    options.arena_alignment == 0 ? sim_backend{}
-                                                 : sim_backend::with_arena(options.arena_capacity != 0
-                                                                               ? options.arena_capacity
-                                                                               : options.budget,
-                                                                           options.arena_alignment),
-                    std::move(heuristic));
+    sim_backend backend = options.arena_alignment == 0
+                              ? sim_backend{}
+                              : sim_backend::with_arena(options.arena_capacity != 0 ? options.arena_capacity
+                                                                                    : options.budget,
+                                                        options.arena_alignment);
+    if (options.offload != offload_policy::off) backend.enable_host_tier(options.tier);
+    runtime_type rt(rt_options, std::move(backend), std::move(heuristic));
+    // Everything the replay's clock has spent: first runs, recomputations, transfer waits.
+    auto spent = [&rt] {
+        return rt.stats().compute_cost + rt.stats().remat_cost + rt.stats().transfer_stall;
+    };
+    // The look-ahead: the offloaded inputs of the next operators of the log start home.
+    auto prefetch_after = [&](std::size_t at, const std::vector<tensor>& handles) {
+        const std::size_t end = std::min(t.records.size(), at + 1 + options.prefetch_lookahead);
+        for (std::size_t j = at + 1; j < end; ++j) {
+            const auto* args = std::get_if<instr::call>(&t.records[j].op) != nullptr
+                                   ? &std::get<instr::call>(t.records[j].op).args
+                               : std::get_if<instr::mutate>(&t.records[j].op) != nullptr
+                                   ? &std::get<instr::mutate>(t.records[j].op).args
+                                   : nullptr;
+            if (args == nullptr) continue;
+            for (name_id a : *args)
+                if (handles[a].valid() && rt.is_offloaded(handles[a])) rt.prefetch(handles[a]);
+        }
+    };
     // Each name holds one handle. The simulator's COPY shares one tensor between names and
     // counts references on it; `value_of` and `refs` keep that identity for the outputs.
     std::vector<tensor> handle(t.names.size());
@@ -179,7 +208,8 @@ replay_result run_replay(const trace& t, const replay_options& options, Heuristi
     std::vector<tensor> args, constants;
     bool backward = false;
     try {
-        for (const record& rec : t.records) {
+        for (std::size_t at = 0; at < t.records.size(); ++at) {
+            const record& rec = t.records[at];
             switch (rec.op.index()) {
             case 0: { // annotate
                 if (std::get<instr::annotate>(rec.op).what == annotation::backward && !backward) {
@@ -242,7 +272,9 @@ replay_result run_replay(const trace& t, const replay_options& options, Heuristi
             default:
                 break;
             }
-            if (thrash_at > 0 && rt.stats().compute_cost + rt.stats().remat_cost > thrash_at) {
+            if (options.prefetch_lookahead > 0 && (rec.op.index() == 2 || rec.op.index() == 3))
+                prefetch_after(at, handle);
+            if (thrash_at > 0 && spent() > thrash_at) {
                 result.status = status::thrash;
                 break;
             }
@@ -261,8 +293,7 @@ replay_result run_replay(const trace& t, const replay_options& options, Heuristi
                 pinned[v] = true;
                 outputs.push_back(rt.pin(*representative[v]));
             }
-            if (thrash_at > 0 && rt.stats().compute_cost + rt.stats().remat_cost > thrash_at)
-                result.status = status::thrash;
+            if (thrash_at > 0 && spent() > thrash_at) result.status = status::thrash;
         }
     } catch (const out_of_memory& e) {
         result.status = status::oom;
@@ -273,6 +304,7 @@ replay_result run_replay(const trace& t, const replay_options& options, Heuristi
     if (!backward) result.forward_compute = rt.stats().compute_cost;
     result.compute = rt.stats().compute_cost;
     result.remat = rt.stats().remat_cost;
+    result.transfer_stall = rt.stats().transfer_stall;
     result.peak_resident = rt.stats().peak_resident_bytes;
     result.stats = rt.stats();
     result.backend_refusals = rt.backend().refusals();

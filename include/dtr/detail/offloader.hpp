@@ -1,0 +1,229 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief Offload to the backend's host tier: copy a victim out instead of dropping it,
+//! copy it back on use, let constants leave when nothing else can, and the clock's waits
+//! for transfers in flight (runtime_options::offload).
+#pragma once
+
+#include <dtr/concepts.hpp>
+#include <dtr/error.hpp>
+#include <dtr/offload.hpp>
+#include <dtr/options.hpp>
+#include <dtr/detail/dependency_graph.hpp>
+
+#include <algorithm>
+#include <utility>
+
+namespace dtr::detail {
+
+//! @brief The runtime's side of a second memory tier.
+//!
+//! On a backend without dtr::offloading_backend every member is a no-op the compiler
+//! removes, and under offload_policy::off none changes anything. The other collaborators
+//! call in at a handful of places (docs/design.md, "Offload"): evictable_pool::evict
+//! (offload_victim) and its score scan (score_factor), budgeted_memory when nothing
+//! evictable is left (offload_fixed) and on success (wait_for_freed_memory), the
+//! rematerializer (copy_back, wait_for), execution::run (wait_for_inputs), and the
+//! destruction of a storage or of the runtime, and pin_for_write (release_host_copy).
+//!
+//! @tparam Rt the runtime: its backend, options, counters, clock, pool and memory.
+template <class Rt, class Backend, class Meta>
+class offloader : collaborator<Rt, Backend, Meta> {
+public:
+    using base = collaborator<Rt, Backend, Meta>;
+    using typename base::storage;
+    using typename base::op;
+    using pointer = typename Backend::pointer;
+
+    explicit offloader(Rt& rt) noexcept : base(rt) {}
+
+    //! @brief Called when `s` is evicted: copies it out (or keeps its clean host copy)
+    //! instead of dropping it when the policy says so. @return whether `s` left the device
+    //! that way (the caller then does not drop it).
+    bool offload_victim(storage* s, bool eager) noexcept;
+
+    //! @brief The fallback when nothing evictable is left: offloads the least recently used
+    //! resident, unpinned storage without a recipe (a constant). @return whether one left.
+    bool offload_fixed() noexcept;
+
+    //! @brief Copies an offloaded storage back into a new block under the budget (a
+    //! "restore" by transfer). Throws: dtr::out_of_memory (nothing changed) when no block
+    //! can be had.
+    void copy_back(storage* s);
+
+    //! @brief The factor a victim's score is multiplied by: the cheaper of recomputing and
+    //! transferring, relative to recomputing (1 when offload is off).
+    [[nodiscard]] double score_factor(const storage& s) const noexcept {
+        if constexpr (offloading_backend<Backend>) {
+            if (rt_.options_.offload == offload_policy::off) return 1.0;
+            return offload_score_factor(rt_.backend_, rt_.options_.offload, s.view(), s.host.valid);
+        } else {
+            (void)s;
+            return 1.0;
+        }
+    }
+
+    //! @brief Advances the clock until every input of `o` has landed from a copy-back.
+    void wait_for_inputs(const op& o) noexcept {
+        if constexpr (offloading_backend<Backend>) {
+            cost_t t = 0;
+            for (std::uint32_t i = 0; i < o.n_inputs; ++i) t = std::max(t, o.in[i].storage->host.ready_at);
+            stall_until(t);
+        } else {
+            (void)o;
+        }
+    }
+    //! @brief Advances the clock until `s` has landed from a copy-back.
+    void wait_for(const storage* s) noexcept {
+        if constexpr (offloading_backend<Backend>) stall_until(s->host.ready_at);
+        else (void)s;
+    }
+    //! @brief Advances the clock until the blocks freed by out-copies may be reused.
+    void wait_for_freed_memory() noexcept {
+        if constexpr (offloading_backend<Backend>) stall_until(freed_memory_at_);
+    }
+    //! @brief Frees the host copy of `s`, if any (its bytes are about to change, or it is
+    //! destroyed).
+    void release_host_copy(storage* s) noexcept;
+
+private:
+    void stall_until(cost_t t) noexcept {
+        if (t <= rt_.clock_) return;
+        rt_.counters_.transfer_stall += t - rt_.clock_;
+        rt_.clock_ = t;
+    }
+    //! Starts the out-copy of resident `s` into a new host copy; false if the tier refused.
+    bool start_out_copy(storage* s) noexcept;
+    //! Frees the device block of `s`, which has a valid host copy (now offloaded).
+    void leave_device(storage* s) noexcept;
+
+    using base::rt_;
+    cost_t freed_memory_at_ = 0; //!< when the last out-copy releases its device block
+};
+
+template <class Rt, class Backend, class Meta>
+void offloader<Rt, Backend, Meta>::release_host_copy(storage* s) noexcept {
+    if constexpr (offloading_backend<Backend>) {
+        if (!s->host.valid) return;
+        rt_.backend_.free_host(s->host.copy, s->bytes);
+        s->host.copy = typename Backend::host_copy{};
+        s->host.valid = false;
+        rt_.counters_.host_bytes -= std::min(rt_.counters_.host_bytes, s->bytes);
+    } else {
+        (void)s;
+    }
+}
+
+template <class Rt, class Backend, class Meta>
+bool offloader<Rt, Backend, Meta>::start_out_copy(storage* s) noexcept {
+    if constexpr (offloading_backend<Backend>) {
+        counters& stats = rt_.counters_;
+        try {
+            copy_out_result<typename Backend::host_copy> r = rt_.backend_.copy_out(s->ptr, s->bytes, rt_.clock_);
+            s->host.copy = std::move(r.copy);
+            freed_memory_at_ = std::max(freed_memory_at_, r.reusable_at);
+        } catch (...) {
+            return false; // the tier could not take it
+        }
+        s->host.valid = true;
+        ++stats.offloads;
+        stats.bytes_offloaded += s->bytes;
+        stats.transfer_cost += rt_.backend_.transfer_cost(s->bytes);
+        stats.host_bytes += s->bytes;
+        stats.peak_host_bytes = std::max(stats.peak_host_bytes, stats.host_bytes);
+        return true;
+    } else {
+        (void)s;
+        return false;
+    }
+}
+
+template <class Rt, class Backend, class Meta>
+void offloader<Rt, Backend, Meta>::leave_device(storage* s) noexcept {
+    if (s->is_constant || s->producer == nullptr) ++rt_.counters_.constant_offloads;
+    // Heuristics see no eviction: an offloaded storage comes back by transfer, so to them it
+    // stays resident (storage_node::resident()); only the pool loses it.
+    rt_.memory_.free(s->ptr, s->bytes);
+    s->ptr = pointer{};
+    s->is_resident = false;
+    rt_.pool_.refresh(s);
+}
+
+template <class Rt, class Backend, class Meta>
+bool offloader<Rt, Backend, Meta>::offload_victim(storage* s, bool eager) noexcept {
+    if constexpr (offloading_backend<Backend>) {
+        const offload_policy policy = rt_.options_.offload;
+        // A storage with a clean host copy (copied back earlier: storages are immutable, so
+        // the copy is still right) leaves for free; otherwise the policy decides.
+        if (!s->host.valid) {
+            if (eager || !offload_decision(rt_.backend_, policy, s->view(), false)) return false;
+            if (!start_out_copy(s)) return false; // dropped as without offload
+        } else if (!eager && !offload_decision(rt_.backend_, policy, s->view(), true)) {
+            // Dropping it keeps the policy's choice; the copy is freed with the device block.
+            release_host_copy(s);
+            return false;
+        } else if (eager) {
+            ++rt_.counters_.eager_evictions;
+        } else {
+            ++rt_.counters_.offloads_clean;
+        }
+        leave_device(s);
+        return true;
+    } else {
+        (void)s;
+        (void)eager;
+        return false;
+    }
+}
+
+template <class Rt, class Backend, class Meta>
+bool offloader<Rt, Backend, Meta>::offload_fixed() noexcept {
+    if constexpr (offloading_backend<Backend>) {
+        if (rt_.options_.offload == offload_policy::off || !rt_.backend_.has_host_tier()) return false;
+        // The least recently used resident storage nothing can evict: unpinned, without a
+        // recipe (constants, and the children of banished storages), not being written.
+        storage* best = nullptr;
+        for (storage& s : rt_.graph_.storages) {
+            if (!s.is_resident || s.producer != nullptr || s.pins != 0) continue;
+            if (!s.host.valid && !rt_.backend_.host_room(s.bytes)) continue;
+            if (best == nullptr || s.accessed < best->accessed) best = &s;
+        }
+        if (best == nullptr) return false;
+        if (best->host.valid)
+            ++rt_.counters_.offloads_clean;
+        else if (!start_out_copy(best))
+            return false;
+        leave_device(best);
+        return true;
+    } else {
+        return false;
+    }
+}
+
+template <class Rt, class Backend, class Meta>
+void offloader<Rt, Backend, Meta>::copy_back(storage* s) {
+    if constexpr (offloading_backend<Backend>) {
+        const pointer p = rt_.memory_.allocate(s->bytes); // may evict (or offload) others; throws: unchanged
+        cost_t done = rt_.clock_;
+        try {
+            done = rt_.backend_.copy_in(p, std::as_const(s->host.copy), s->bytes, rt_.clock_);
+        } catch (...) {
+            rt_.memory_.free(p, s->bytes);
+            throw;
+        }
+        s->ptr = p;
+        s->is_resident = true;
+        s->host.ready_at = done;
+        counters& stats = rt_.counters_;
+        ++stats.copy_backs;
+        stats.bytes_copied_back += s->bytes;
+        stats.transfer_cost += rt_.backend_.transfer_cost(s->bytes);
+        rt_.pool_.refresh(s);
+        if (!rt_.backend_.transfers_overlap()) stall_until(done);
+    } else {
+        (void)s;
+        throw logic_error("dtr: internal error: copy_back on a backend without a host tier");
+    }
+}
+
+} // namespace dtr::detail

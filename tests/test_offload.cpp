@@ -1,0 +1,393 @@
+// SPDX-License-Identifier: Apache-2.0
+// Offload to a host tier (runtime_options::offload, dtr::offloading_backend): the transfer
+// model's clock arithmetic on sim_backend, prefetch, bit-identity on host_backend (hand-made
+// programs and the property harness's random ones), constants leaving the device, the
+// refusal and fault paths, the counters, and backends without the capability.
+#include "support/property_harness.hpp"
+
+#include <dtr/backend/host_arena.hpp>
+#include <dtr/heuristic/dtr.hpp>
+#include <dtr/heuristic/dtr_local.hpp>
+#include <dtr/heuristic/lru.hpp>
+#include <dtr/runtime.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <new>
+#include <random>
+#include <sstream>
+#include <string>
+
+#ifndef DTR_PROPERTY_PROGRAMS
+#define DTR_PROPERTY_PROGRAMS 2000
+#endif
+
+namespace {
+
+using dtr::cost_t;
+
+// 1 byte per ns and 100 ns per transfer: a 100-byte transfer costs 200 ns.
+dtr::host_tier_options slow_tier(bool overlap = true, std::size_t capacity = static_cast<std::size_t>(-1)) {
+    return {.transfer = {.bandwidth = 1e9, .latency = 100}, .capacity = capacity, .overlap = overlap};
+}
+
+// Declares one fresh output of `bytes` bytes (sim: no data).
+struct make {
+    std::size_t bytes;
+    template <class Ctx>
+    void operator()(Ctx& ctx) const {
+        ctx.output(0, bytes);
+    }
+};
+
+using sim_rt = dtr::runtime<dtr::sim_backend, dtr::heuristics::lru>;
+
+sim_rt sim_runtime(std::size_t budget, dtr::offload_policy policy, dtr::host_tier_options tier = slow_tier()) {
+    dtr::sim_backend b;
+    b.enable_host_tier(tier);
+    return sim_rt({.budget = budget, .offload = policy}, std::move(b));
+}
+
+// Host operators on bytes: fill with a value, and add a value to every byte of an input.
+struct fill {
+    std::size_t bytes;
+    unsigned char value;
+    void operator()(dtr::op_context<dtr::host_backend>& ctx) const {
+        auto out = ctx.output(0, bytes).as<unsigned char>();
+        for (auto& b : out) b = value;
+    }
+};
+struct add {
+    unsigned char value;
+    void operator()(dtr::op_context<dtr::host_backend>& ctx) const {
+        auto in = ctx.input(0).as<unsigned char>();
+        auto out = ctx.output(0, in.size()).as<unsigned char>();
+        for (std::size_t i = 0; i < in.size(); ++i) out[i] = static_cast<unsigned char>(in[i] + value);
+    }
+};
+struct add2 {
+    void operator()(dtr::op_context<dtr::host_backend>& ctx) const {
+        auto a = ctx.input(0).as<unsigned char>();
+        auto b = ctx.input(1).as<unsigned char>();
+        auto out = ctx.output(0, a.size()).as<unsigned char>();
+        for (std::size_t i = 0; i < a.size(); ++i) out[i] = static_cast<unsigned char>(a[i] + b[i]);
+    }
+};
+
+template <class Rt>
+unsigned char first_byte(Rt& rt, const dtr::tensor& t) {
+    auto g = rt.pin(t);
+    return static_cast<unsigned char>(g.template as<unsigned char>()[0]);
+}
+
+} // namespace
+
+TEST_CASE("the concept: sim and host backends have a tier, the arena and a plain backend do not") {
+    static_assert(dtr::offloading_backend<dtr::sim_backend>);
+    static_assert(dtr::offloading_backend<dtr::host_backend>);
+    static_assert(!dtr::offloading_backend<dtr::host_arena_backend>);
+    CHECK(dtr::transfer_model{.bandwidth = 50e9, .latency = 0}.cost(50'000'000) == doctest::Approx(1e6)); // 1 ms
+    CHECK(dtr::transfer_model{.bandwidth = 25e9, .latency = 10}.cost(25'000) == doctest::Approx(1010));
+    dtr::sim_backend plain;
+    CHECK_FALSE(plain.has_host_tier());
+}
+
+TEST_CASE("sim: an out-copy delays the allocation that reuses its block; a copy-back stalls the read") {
+    sim_rt rt = sim_runtime(200, dtr::offload_policy::always);
+    dtr::tensor x = rt.call(make{100}, {}, {.cost = 1000});
+    dtr::tensor y = rt.call(make{100}, {}, {.cost = 1000});
+    CHECK(rt.clock() == 2000);
+    // z needs 100 bytes: x (lru) leaves by an out-copy of 200 ns, issued at 2000.
+    dtr::tensor z = rt.call(make{100}, {y}, {.cost = 1000});
+    CHECK(rt.is_offloaded(x));
+    CHECK(rt.stats().offloads == 1);
+    CHECK(rt.stats().evictions == 0);
+    CHECK(rt.stats().transfer_stall == 200);
+    CHECK(rt.clock() == 3200);
+    // Reading x: its block comes from offloading y (out-copy 3200..3400), then the copy-back
+    // (3400..3600); the read waits for it.
+    { auto g = rt.pin(x); }
+    CHECK_FALSE(rt.is_offloaded(x));
+    CHECK(rt.is_resident(x));
+    CHECK(rt.stats().copy_backs == 1);
+    CHECK(rt.stats().offloads == 2);
+    CHECK(rt.clock() == 3600);
+    CHECK(rt.stats().transfer_stall == 600);
+    CHECK(rt.stats().bytes_offloaded == 200);
+    CHECK(rt.stats().bytes_copied_back == 100);
+    CHECK(rt.stats().transfer_cost == 600);
+    CHECK(rt.stats().remat_cost == 0);
+    CHECK(rt.backend().tier().used_bytes() == 200); // x keeps its (clean) copy, y's is new
+    rt.check_invariants();
+    // x has a clean copy now: evicting it again costs no out-copy.
+    CHECK(rt.evict(x));
+    CHECK(rt.is_offloaded(x));
+    CHECK(rt.stats().offloads_clean == 1);
+    CHECK(rt.stats().bytes_offloaded == 200);
+    rt.check_invariants();
+}
+
+TEST_CASE("sim: a prefetched copy-back overlaps compute; without overlap the clock waits at once") {
+    for (bool prefetch : {false, true}) {
+        CAPTURE(prefetch);
+        sim_rt rt = sim_runtime(300, dtr::offload_policy::always);
+        dtr::tensor x = rt.call(make{100}, {}, {.cost = 1000});
+        dtr::tensor y = rt.call(make{100}, {}, {.cost = 1000});
+        CHECK(rt.evict(x)); // out-copy 2000..2200; nothing waits for it yet
+        CHECK(rt.clock() == 2000);
+        if (prefetch) {
+            CHECK(rt.prefetch(x)); // its block waits for the out-copy: 2200; copy-back 2200..2400
+            CHECK(rt.clock() == 2200);
+            CHECK(rt.stats().prefetches == 1);
+        }
+        dtr::tensor w = rt.call(make{100}, {y}, {.cost = 1000});
+        dtr::tensor v = rt.call(make{0}, {x}, {.cost = 1000});
+        if (prefetch) {
+            CHECK(rt.clock() == 4200); // 2200 + 1000 + 1000, the copy-back hidden
+            CHECK(rt.stats().transfer_stall == 200);
+        } else {
+            // w waits for the out-copy (2200) and runs to 3200, the copy-back runs 3200..3400.
+            CHECK(rt.clock() == 4400);
+            CHECK(rt.stats().transfer_stall == 400);
+        }
+        rt.check_invariants();
+    }
+    // No overlap: the prefetch itself waits for its copy-back.
+    sim_rt rt = sim_runtime(300, dtr::offload_policy::always, slow_tier(false));
+    dtr::tensor x = rt.call(make{100}, {}, {.cost = 1000});
+    CHECK(rt.evict(x));
+    CHECK(rt.prefetch(x));
+    CHECK(rt.clock() == 1400);
+    // Nothing to prefetch: resident, or no room without evicting.
+    CHECK_FALSE(rt.prefetch(x));
+}
+
+TEST_CASE("sim: automatic offloads a victim when two transfers cost less than recomputing it") {
+    // 100 bytes: two transfers cost 400 ns. x costs 1000 (offloaded), y 300 (dropped).
+    sim_rt rt = sim_runtime(200, dtr::offload_policy::automatic);
+    dtr::tensor x = rt.call(make{100}, {}, {.cost = 1000});
+    dtr::tensor y = rt.call(make{100}, {}, {.cost = 300});
+    dtr::tensor z = rt.call(make{100}, {y}, {.cost = 10});
+    CHECK(rt.is_offloaded(x));
+    dtr::tensor w = rt.call(make{100}, {z}, {.cost = 10}); // y is the lru victim now
+    CHECK_FALSE(rt.is_offloaded(y));
+    CHECK_FALSE(rt.is_resident(y));
+    CHECK(rt.stats().offloads == 1);
+    CHECK(rt.stats().evictions == 1);
+    // Off: nothing is offloaded even with a tier.
+    sim_rt off = sim_runtime(200, dtr::offload_policy::off);
+    dtr::tensor a = off.call(make{100}, {}, {.cost = 1000});
+    dtr::tensor b = off.call(make{100}, {}, {.cost = 1000});
+    dtr::tensor c = off.call(make{100}, {b}, {.cost = 1000});
+    CHECK_FALSE(off.is_offloaded(a));
+    CHECK(off.stats().offloads == 0);
+    CHECK(off.stats().evictions == 1);
+    CHECK(off.clock() == 3000);
+}
+
+TEST_CASE("sim: a full host tier drops the victim instead") {
+    sim_rt rt = sim_runtime(200, dtr::offload_policy::always, slow_tier(true, 150));
+    dtr::tensor x = rt.call(make{100}, {}, {.cost = 1000});
+    dtr::tensor y = rt.call(make{100}, {}, {.cost = 1000});
+    dtr::tensor z = rt.call(make{100}, {y}, {.cost = 1000});
+    CHECK(rt.is_offloaded(x));
+    dtr::tensor w = rt.call(make{100}, {z}, {.cost = 1000}); // y: no room for 100 more
+    CHECK_FALSE(rt.is_offloaded(y));
+    CHECK(rt.stats().evictions == 1);
+    CHECK(rt.backend().tier().used_bytes() == 100);
+    rt.check_invariants();
+}
+
+TEST_CASE("host: offloaded storages come back bit for bit, constants too") {
+    for (auto policy : {dtr::offload_policy::always, dtr::offload_policy::automatic}) {
+        CAPTURE(static_cast<int>(policy));
+        dtr::host_backend b;
+        b.enable_host_tier({.transfer = {.bandwidth = 1e12, .latency = 0}});
+        dtr::runtime<dtr::host_backend, dtr::heuristics::dtr_local> rt({.budget = 300, .offload = policy},
+                                                                      std::move(b));
+        dtr::tensor c1 = rt.constant(100, [](auto v) { std::memset(v.data(), 7, v.size()); });
+        dtr::tensor c2 = rt.constant(100, [](auto v) { std::memset(v.data(), 9, v.size()); });
+        dtr::tensor a = rt.call(add{1}, {c1}, {.cost = 1e6});
+        dtr::tensor d = rt.call(add{2}, {c2}, {.cost = 1e6});
+        // Nothing but constants and a, d resident: a third output needs a constant to leave.
+        dtr::tensor e = rt.call(add2{}, {a, d}, {.cost = 1e6});
+        CHECK(rt.stats().constant_offloads >= 1);
+        rt.check_invariants();
+        dtr::tensor f = rt.call(add2{}, {c1, c2}, {.cost = 1e6});
+        CHECK(first_byte(rt, a) == 8);
+        CHECK(first_byte(rt, d) == 11);
+        CHECK(first_byte(rt, e) == 19);
+        CHECK(first_byte(rt, f) == 16);
+        CHECK(first_byte(rt, c1) == 7);
+        CHECK(first_byte(rt, c2) == 9);
+        CHECK(rt.stats().copy_backs >= 1);
+        CHECK(rt.resident_bytes() <= 300);
+        rt.check_invariants();
+    }
+}
+
+TEST_CASE("a copy-back that cannot get a block throws out_of_memory and loses nothing") {
+    dtr::host_backend b;
+    b.enable_host_tier({});
+    dtr::runtime<dtr::host_backend, dtr::heuristics::lru> rt({.budget = 200, .offload = dtr::offload_policy::always},
+                                                             std::move(b));
+    dtr::tensor x = rt.call(fill{100, 5}, {}, {.cost = 10});
+    CHECK(rt.evict(x));
+    CHECK(rt.is_offloaded(x));
+    dtr::tensor y = rt.call(fill{100, 6}, {}, {.cost = 10});
+    dtr::tensor z = rt.call(fill{100, 7}, {}, {.cost = 10});
+    {
+        auto gy = rt.pin(y);
+        auto gz = rt.pin(z);
+        CHECK_THROWS_AS(rt.pin(x), dtr::out_of_memory);
+        CHECK(rt.is_offloaded(x));
+        CHECK_FALSE(rt.prefetch(x));
+        rt.check_invariants();
+    }
+    CHECK(first_byte(rt, x) == 5);
+    CHECK(first_byte(rt, y) == 6);
+    CHECK(first_byte(rt, z) == 7);
+    rt.check_invariants();
+}
+
+namespace {
+
+// A host backend whose tier fails on demand: out-copies throw std::bad_alloc, copy-backs a
+// device error.
+struct flaky_tier : dtr::host_backend {
+    bool fail_out = false, fail_in = false;
+    flaky_tier() { enable_host_tier({}); }
+    dtr::copy_out_result<host_copy> copy_out(const_pointer src, std::size_t bytes, cost_t now) {
+        if (fail_out) throw std::bad_alloc();
+        return host_backend::copy_out(src, bytes, now);
+    }
+    cost_t copy_in(pointer dst, const host_copy& c, std::size_t bytes, cost_t now) {
+        if (fail_in) throw std::runtime_error("copy-back failed");
+        return host_backend::copy_in(dst, c, bytes, now);
+    }
+};
+static_assert(dtr::offloading_backend<flaky_tier>);
+
+} // namespace
+
+TEST_CASE("a failing out-copy drops the victim; a failing copy-back fails the read, nothing lost") {
+    dtr::runtime<flaky_tier, dtr::heuristics::lru> rt({.budget = 200, .offload = dtr::offload_policy::always});
+    auto plus = [](dtr::op_context<flaky_tier>& ctx) {
+        auto in = ctx.input(0).as<unsigned char>();
+        auto out = ctx.output(0, in.size()).as<unsigned char>();
+        for (std::size_t i = 0; i < in.size(); ++i) out[i] = static_cast<unsigned char>(in[i] + 1);
+    };
+    auto fill3 = [](dtr::op_context<flaky_tier>& ctx) {
+        auto out = ctx.output(0, 100).as<unsigned char>();
+        for (auto& v : out) v = 3;
+    };
+    dtr::tensor x = rt.call(fill3, {}, {.cost = 10});
+    rt.backend().fail_out = true;
+    CHECK(rt.evict(x)); // dropped: recomputed on use
+    CHECK_FALSE(rt.is_offloaded(x));
+    CHECK(rt.stats().evictions == 1);
+    rt.backend().fail_out = false;
+    dtr::tensor y = rt.call(plus, {x}, {.cost = 10});
+    CHECK(rt.evict(y));
+    CHECK(rt.is_offloaded(y));
+    rt.backend().fail_in = true;
+    CHECK_THROWS_AS(rt.pin(y), std::runtime_error);
+    CHECK(rt.is_offloaded(y));
+    CHECK(rt.resident_bytes() == 100); // x's block; y's was freed again
+    rt.check_invariants();
+    rt.backend().fail_in = false;
+    auto g = rt.pin(y);
+    CHECK(static_cast<unsigned>(g.as<unsigned char>()[0]) == 4u);
+}
+
+TEST_CASE("a backend without a tier runs unchanged under offload = always") {
+    dtr::runtime<dtr::host_arena_backend, dtr::heuristics::lru> rt({.budget = 256, .offload = dtr::offload_policy::always},
+                                                                   dtr::host_arena_backend(256));
+    auto fill1 = [](dtr::op_context<dtr::host_arena_backend>& ctx) {
+        auto out = ctx.output(0, 128).as<unsigned char>();
+        for (auto& v : out) v = 1;
+    };
+    dtr::tensor a = rt.call(fill1, {}, {.cost = 10});
+    dtr::tensor b = rt.call(fill1, {}, {.cost = 10});
+    dtr::tensor c = rt.call(fill1, {}, {.cost = 10});
+    CHECK(rt.stats().evictions >= 1);
+    CHECK(rt.stats().offloads == 0);
+    CHECK_FALSE(rt.is_offloaded(a));
+    auto g = rt.pin(a);
+    CHECK(static_cast<unsigned>(g.as<unsigned char>()[0]) == 1u);
+}
+
+TEST_CASE("the counters print the offload figures") {
+    dtr::counters c;
+    c.offloads = 3;
+    c.copy_backs = 2;
+    c.prefetches = 1;
+    std::ostringstream os;
+    os << c;
+    CHECK(os.str().find("offloads=3") != std::string::npos);
+    CHECK(os.str().find("copy_backs=2") != std::string::npos);
+    CHECK(os.str().find("prefetches=1") != std::string::npos);
+    CHECK(os.str().find("transfer_stall=0") != std::string::npos);
+}
+
+namespace {
+
+template <class Heuristic>
+dtr_test::program_trace run_offload(std::uint64_t seed, std::size_t steps, dtr::runtime_options options,
+                                    bool tier) {
+    dtr::host_backend b;
+    if (tier) b.enable_host_tier({.transfer = {.bandwidth = 1e9, .latency = 50}});
+    dtr::runtime<dtr::host_backend, Heuristic> rt(options, std::move(b));
+    auto t = dtr_test::program_runner<decltype(rt)>(rt, seed, steps, 4).run();
+    rt.check_invariants();
+    CHECK(rt.stats().host_bytes == 0); // every host copy freed with its storage
+    CHECK(rt.backend().tier().used_bytes() == 0);
+    return t;
+}
+
+} // namespace
+
+TEST_CASE("random programs with offload read exactly what the unbudgeted run reads") {
+    // A tenth of the property test's programs: offload changes where bytes wait, not values.
+    const dtr_test::property_programs programs("offload property test",
+                                               std::max<std::uint64_t>(1, DTR_PROPERTY_PROGRAMS / 10));
+    std::uint64_t runs = 0, offloaded = 0, copied_back = 0;
+    programs.for_each([&](const dtr_test::program_case& c) {
+        dtr_test::program_trace reference;
+        try {
+            reference = run_offload<dtr::heuristics::dtr_local>(c.seed, c.steps, {.mutation = c.scope}, false);
+        } catch (const std::exception& e) {
+            FAIL("reference run failed: ", std::string(e.what()));
+            return;
+        }
+        std::mt19937_64 rng(c.seed);
+        for (auto policy : {dtr::offload_policy::always, dtr::offload_policy::automatic}) {
+            for (auto dealloc : {dtr::dealloc_policy::eager_evict, dtr::dealloc_policy::banish}) {
+                const std::size_t budget = dtr_test::draw_budget(reference, rng);
+                INFO(c.replay, " policy=", static_cast<int>(policy), " dealloc=", static_cast<int>(dealloc),
+                     " budget=", budget);
+                dtr::runtime_options o{.budget = budget, .dealloc = dealloc, .mutation = c.scope, .offload = policy};
+                dtr_test::program_trace t;
+                try {
+                    t = run_offload<dtr::heuristics::dtr_local>(c.seed, c.steps, o, true);
+                } catch (const std::exception& e) {
+                    FAIL("program failed: ", std::string(e.what()));
+                    return;
+                }
+                dtr_test::check_matches_reference(t, reference, budget);
+                ++runs;
+                offloaded += t.offloads;
+                copied_back += t.copy_backs;
+            }
+        }
+    });
+    std::printf("offload property test: %llu budgeted runs, %llu offloads, %llu copy-backs\n",
+                static_cast<unsigned long long>(runs), static_cast<unsigned long long>(offloaded),
+                static_cast<unsigned long long>(copied_back));
+    if (!programs.single() && programs.count() >= 20) {
+        CHECK(offloaded > 0);
+        CHECK(copied_back > 0);
+    }
+}
