@@ -49,3 +49,17 @@ $BIN $HS --ratio 0.99 --ratio 0.98 --ratio 0.97 --ratio 0.96 --ratio 0.95 --rati
 python3 bench/replay/fragmentation.py --bin $BIN --logs $LOGS --heuristic dtr_local --heuristic dtr_eqclass \
     --heuristic dtr --ratio 0.5 --ratio 0.4 --ratio 0.3 --ratio 0.25 --ratio 0.2 --placement --reserve 1,1.05,1.1,1.25,1.5,2 \
     --json $OUT/fragmentation.json > $OUT/fragmentation.txt
+
+# 7. Offload to a simulated host tier (issue 13, item 4): the default policy and restore order,
+#    without offload and with it at 25 and 50 GB/s (5 us per transfer), plus 50 GB/s with a
+#    look-ahead of 8 records for prefetch; slowdowns, floors and what moved.
+OFFLOAD_RATIOS="--ratio 0.9 --ratio 0.7 --ratio 0.5 --ratio 0.4 --ratio 0.3 --ratio 0.26 --ratio 0.25 --ratio 0.2 \
+  --ratio 0.15 --ratio 0.12 --ratio 0.1 --ratio 0.08 --ratio 0.06 --ratio 0.05 --ratio 0.04 --ratio 0.03 --ratio 0.02"
+OFFLOAD="$BIN --heuristic dtr_eqclass --restore-pins yield $OFFLOAD_RATIOS --jobs 1"
+$OFFLOAD --json $OUT/offload-off.json $LOGS/*.log > /dev/null
+$OFFLOAD --offload auto --offload-bandwidth 25e9 --offload-latency 5000 --json $OUT/offload-25.json $LOGS/*.log > /dev/null
+$OFFLOAD --offload auto --offload-bandwidth 50e9 --offload-latency 5000 --json $OUT/offload-50.json $LOGS/*.log > /dev/null
+$OFFLOAD --offload auto --offload-bandwidth 50e9 --offload-latency 5000 --prefetch 8 \
+         --json $OUT/offload-50-prefetch.json $LOGS/*.log > /dev/null
+DTR_SHARED=$DTR_SHARED python3 bench/replay/offload_table.py $OUT/offload-off.json "25 GB/s=$OUT/offload-25.json" \
+    "50 GB/s=$OUT/offload-50.json" "50 GB/s, prefetch 8=$OUT/offload-50-prefetch.json" > $OUT/offload-tables.md
