@@ -34,10 +34,12 @@ public:
     //! Alignment of every block: a cache line, enough for any scalar or SIMD type.
     static constexpr std::size_t alignment = 64;
 
-    //! @param capacity most bytes outstanding at once (default: no limit)
+    //! @brief A backend that hands out at most `capacity` bytes at once (default: no limit),
+    //! without a host tier.
     explicit host_backend(std::size_t capacity = static_cast<std::size_t>(-1)) noexcept
         : capacity_(capacity) {}
 
+    //! @brief Effects: takes over `other`'s accounting (blocks stay valid; `other` counts none).
     host_backend(host_backend&& other) noexcept
         : host_tier_holder(other), capacity_(other.capacity_), used_(other.used_), peak_(other.peak_) {
         other.used_ = 0;
@@ -46,10 +48,12 @@ public:
     host_backend(const host_backend&) = delete;
     host_backend& operator=(const host_backend&) = delete;
 
-    //! @brief A block of `bytes` bytes aligned to `alignment`, or nullptr when it would
-    //! exceed the capacity. Zero-byte requests get a distinct valid block.
-    //! @throws std::bad_alloc if the system allocator itself fails.
-    //! @par Complexity: one call to the global aligned operator new.
+    //! @brief A new block.
+    //!
+    //! Returns: `bytes` bytes aligned to `alignment` (a distinct valid block for zero bytes),
+    //! or nullptr when they would exceed the capacity.
+    //! Throws: std::bad_alloc when the system allocator itself fails.
+    //! Complexity: one call to the global aligned operator new.
     [[nodiscard]] pointer allocate(std::size_t bytes) {
         if (bytes > capacity_ - used_) return nullptr;
         auto* p = static_cast<pointer>(::operator new(bytes == 0 ? 1 : bytes, std::align_val_t{alignment}));
@@ -58,18 +62,20 @@ public:
         return p;
     }
 
-    //! @brief Returns a block obtained from allocate(bytes).
+    //! @brief Effects: gives back a block obtained from allocate(bytes).
     void deallocate(pointer p, std::size_t bytes) noexcept {
         ::operator delete(p, std::align_val_t{alignment});
         used_ -= bytes;
     }
 
-    //! @brief memcpy between host blocks.
+    //! @brief Effects: copies `bytes` bytes from `src` to `dst` (host blocks, not overlapping).
     void copy(pointer dst, const_pointer src, std::size_t bytes) noexcept {
         if (bytes != 0) std::memcpy(dst, src, bytes);
     }
 
-    //! @brief Runs `body` and returns its wall time in nanoseconds.
+    //! @brief Effects: runs `body` on the calling thread.
+    //! Returns: its wall time in nanoseconds.
+    //! Throws: what `body` throws.
     template <class Body>
     cost_t execute(Body&& body) {
         const auto start = std::chrono::steady_clock::now();
@@ -79,24 +85,31 @@ public:
             std::chrono::duration_cast<std::chrono::nanoseconds>(stop - start).count());
     }
 
+    //! @brief Returns: the most bytes outstanding at once.
     [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
-    //! @brief Bytes outstanding now.
+    //! @brief Returns: the bytes outstanding now.
     [[nodiscard]] std::size_t used_bytes() const noexcept { return used_; }
-    //! @brief Highest used_bytes() so far.
+    //! @brief Returns: the highest used_bytes() so far.
     [[nodiscard]] std::size_t peak_bytes() const noexcept { return peak_; }
 
     // ---- dtr::offloading_backend: a host tier of real copies ---------------------------------
+    //! A host copy: its block and when its out-copy finishes on the modelled copy stream.
     struct host_copy {
         std::byte* bytes = nullptr;
         cost_t written_at = 0;
     };
     //! @brief Gives this backend a host tier (none by default: the runtime never offloads).
+    //! Returns: *this.
     host_backend& enable_host_tier(host_tier_options options) noexcept {
         tier_ = host_tier(options);
         return *this;
     }
-    //! @brief memcpy to a new host block. @throws dtr::out_of_memory when the tier has no
-    //! room; std::bad_alloc when the system allocator fails.
+    //! @brief Copies a device block out to a new host block.
+    //!
+    //! Returns: the copy, and when the device block may be reused (the modelled transfer's
+    //! end, issued at `now` on the tier's copy stream).
+    //! Throws: dtr::out_of_memory when the tier has no room; std::bad_alloc when the system
+    //! allocator fails.
     [[nodiscard]] copy_out_result<host_copy> copy_out(const_pointer src, std::size_t bytes, cost_t now) {
         if (!tier_.room(bytes)) throw out_of_memory("dtr: host_backend: the host tier is full", {});
         auto* p = static_cast<std::byte*>(::operator new(bytes == 0 ? 1 : bytes, std::align_val_t{alignment}));
@@ -105,10 +118,14 @@ public:
         const cost_t done = tier_.issue(bytes, now);
         return {host_copy{p, done}, done};
     }
+    //! @brief Effects: copies a host copy back into the device block `dst`.
+    //! Returns: when the bytes have landed on the modelled copy stream (not before the copy's
+    //! own out-copy finished).
     cost_t copy_in(pointer dst, const host_copy& copy, std::size_t bytes, cost_t now) noexcept {
         if (bytes != 0) std::memcpy(dst, copy.bytes, bytes);
         return tier_.issue(bytes, now, copy.written_at);
     }
+    //! @brief Effects: frees a host copy and its room in the tier.
     void free_host(host_copy& copy, std::size_t bytes) noexcept {
         ::operator delete(copy.bytes, std::align_val_t{alignment});
         copy.bytes = nullptr;

@@ -51,7 +51,7 @@ public:
 
     //! @brief A simulated fixed region of `capacity` bytes (rounded down to `alignment`,
     //! a power of two; 256 models CUDA) laid out by dtr::arena.
-    //! @throws dtr::logic_error when `alignment` is not a power of two.
+    //! Throws: dtr::logic_error when `alignment` is not a power of two.
     [[nodiscard]] static sim_backend with_arena(std::size_t capacity,
                                                 std::size_t alignment = arena::default_alignment) {
         sim_backend b;
@@ -60,14 +60,17 @@ public:
         return b;
     }
 
+    //! @brief Effects: takes over the address space (or arena) and its accounting.
     sim_backend(sim_backend&&) noexcept = default;
     sim_backend& operator=(sim_backend&&) noexcept = default;
     sim_backend(const sim_backend&) = delete; // an arena is not shared between runtimes
     sim_backend& operator=(const sim_backend&) = delete;
 
-    //! @brief A fresh fake address for `bytes` bytes, or 0 when beyond capacity (or, with an
-    //! arena, when no free block is large enough).
-    //! @par Complexity: O(1); O(log blocks) with an arena.
+    //! @brief A new simulated block.
+    //!
+    //! Returns: a fresh fake address for `bytes` bytes, or 0 when beyond capacity (or, with an
+    //! arena, when no free block is large enough; counted in refusals()).
+    //! Complexity: O(1); O(log blocks) with an arena.
     [[nodiscard]] pointer allocate(std::size_t bytes) {
         if (arena_) {
             const std::optional<std::size_t> offset = arena_->allocate(bytes);
@@ -88,43 +91,50 @@ public:
         next_ += (bytes + 256) & ~static_cast<pointer>(255);
         return p;
     }
+    //! @brief Effects: gives back a block obtained from allocate(bytes).
     void deallocate(pointer p, std::size_t bytes) noexcept {
         if (arena_)
             arena_->deallocate(p - arena_->alignment());
         else
             used_ -= bytes;
     }
+    //! @brief Effects: none (simulated blocks hold no bytes).
     void copy(pointer, const_pointer, std::size_t) noexcept {}
 
-    //! @brief Runs the operator body (which only declares outputs) and reports no cost.
+    //! @brief Effects: runs the operator body, which only declares outputs.
+    //! Returns: 0 (costs are supplied by the caller: call_options::cost).
+    //! Throws: what `body` throws.
     template <class Body>
     cost_t execute(Body&& body) {
         body();
         return 0;
     }
 
-    //! @brief The region's layout with an arena; std::nullopt for the endless address space.
+    //! @brief Returns: the region's layout with an arena; std::nullopt for the endless
+    //! address space.
     [[nodiscard]] std::optional<memory_report> memory_info() const noexcept {
         if (!arena_) return std::nullopt;
         return memory_report_of(*arena_, refusals_);
     }
 
+    //! @brief Returns: the most bytes outstanding at once (with an arena, its region).
     [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
-    //! @brief Bytes outstanding (with an arena: the region's bytes in live blocks, requests
-    //! rounded up to the alignment).
+    //! @brief Returns: the bytes outstanding (with an arena: the region's bytes in live
+    //! blocks, requests rounded up to the alignment).
     [[nodiscard]] std::size_t used_bytes() const noexcept {
         return arena_ ? arena_->used_bytes() : used_;
     }
+    //! @brief Returns: the highest used_bytes() so far.
     [[nodiscard]] std::size_t peak_bytes() const noexcept {
         return arena_ ? arena_->peak_used_bytes() : peak_;
     }
-    //! @brief allocate() calls answered with 0 so far.
+    //! @brief Returns: the number of allocate() calls answered with 0 so far.
     [[nodiscard]] std::uint64_t refusals() const noexcept { return refusals_; }
-    //! @brief The arena, or nullptr for the endless address space.
+    //! @brief Returns: the arena, or nullptr for the endless address space.
     [[nodiscard]] const arena* layout() const noexcept { return arena_ ? &*arena_ : nullptr; }
 
-    //! @brief allocate(bytes) placed as `where` says (runtime_options::placement); without
-    //! an arena the placement means nothing and is ignored.
+    //! @brief As allocate(bytes), placed as `where` says (runtime_options::placement);
+    //! without an arena the placement means nothing and is ignored.
     [[nodiscard]] pointer allocate(std::size_t bytes, arena::placement where) {
         if (!arena_) return allocate(bytes);
         const std::optional<std::size_t> offset = arena_->allocate(bytes, where);
@@ -136,19 +146,19 @@ public:
     }
 
     // ---- dtr::reports_layout: the region's blocks, for fragmentation-aware eviction --------
-    //! @brief True with an arena; the endless address space has no layout (and never
-    //! refuses for fragmentation), so the runtime's window search is never used on it.
+    //! @brief Returns: true with an arena. The endless address space has no layout (and
+    //! never refuses for fragmentation), so the runtime's window search is never used on it.
     [[nodiscard]] bool has_layout() const noexcept { return arena_.has_value(); }
-    //! @brief The arena's alignment (1 without an arena).
+    //! @brief Returns: the arena's alignment (1 without an arena).
     [[nodiscard]] std::size_t layout_alignment() const noexcept {
         return arena_ ? arena_->alignment() : 1;
     }
-    //! @brief The region offset of the block allocate() returned as `p` (arena only).
+    //! @brief Returns: the region offset of the block allocate() returned as `p` (arena only).
     [[nodiscard]] std::size_t region_offset(const_pointer p) const noexcept {
         return arena_ ? static_cast<std::size_t>(p - arena_->alignment()) : 0;
     }
-    //! @brief Calls `fn(offset, size, is_free)` for every block of the region in address
-    //! order; nothing without an arena. @par Complexity: O(blocks).
+    //! @brief Effects: calls `fn(offset, size, is_free)` for every block of the region in
+    //! address order; nothing without an arena. Complexity: O(blocks).
     template <class Fn>
     void for_each_block(Fn&& fn) const {
         if (arena_) arena_->for_each_block(fn);
@@ -160,22 +170,26 @@ public:
         cost_t written_at = 0;
     };
     //! @brief Gives this backend a host tier (none by default: the runtime never offloads).
+    //! Returns: *this.
     sim_backend& enable_host_tier(host_tier_options options) noexcept {
         tier_ = host_tier(options);
         return *this;
     }
-    //! @brief Queues the out-copy on the copy stream; the block is reusable when it finishes.
-    //! @throws dtr::out_of_memory when the tier has no room (the runtime checks first).
+    //! @brief Effects: queues the out-copy on the tier's copy stream at `now`.
+    //! Returns: the copy, and when the device block is reusable (the transfer's end).
+    //! Throws: dtr::out_of_memory when the tier has no room (the runtime checks first).
     [[nodiscard]] copy_out_result<host_copy> copy_out(const_pointer, std::size_t bytes, cost_t now) {
         if (!tier_.room(bytes)) throw out_of_memory("dtr: sim_backend: the host tier is full", {});
         tier_.hold(bytes);
         const cost_t done = tier_.issue(bytes, now);
         return {host_copy{done}, done};
     }
-    //! @brief Queues the copy-back (after the copy's own out-copy); returns when it lands.
+    //! @brief Effects: queues the copy-back (after the copy's own out-copy).
+    //! Returns: when it lands.
     cost_t copy_in(pointer, const host_copy& copy, std::size_t bytes, cost_t now) noexcept {
         return tier_.issue(bytes, now, copy.written_at);
     }
+    //! @brief Effects: frees a host copy's room in the tier.
     void free_host(host_copy&, std::size_t bytes) noexcept { tier_.release(bytes); }
 
 private:
