@@ -526,7 +526,7 @@ struct window_choice {
 //! @param need   the size of the block wanted, already rounded as the allocator rounds.
 //! @returns the chosen window, or std::nullopt when no run without fixed blocks spans
 //!          `need` bytes (evicting everything evictable would not help either).
-//! @par Complexity: O(n + the total length of the windows examined), n = blocks.size():
+//! Complexity: O(n + the total length of the windows examined), n = blocks.size():
 //! two pointers (scores are non-negative, so for each last block the shortest window
 //! ending there is the cheapest), and each candidate's score is summed afresh rather than
 //! kept as a running difference, which could lose small scores next to large ones.

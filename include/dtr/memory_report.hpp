@@ -52,7 +52,7 @@ concept reports_memory = requires(const B& b) {
 //! @brief The report of a dtr::arena-like allocator (capacity(), alignment(), used_bytes(),
 //! free_bytes(), largest_free_block(), free_block_count(), peak_used_bytes()), plus the
 //! backend's count of refused allocations.
-//! @par Complexity: O(1).
+//! Complexity: O(1).
 template <class Arena>
 [[nodiscard]] memory_report memory_report_of(const Arena& a, std::uint64_t refusals) noexcept {
     memory_report r;

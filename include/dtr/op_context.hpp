@@ -72,7 +72,7 @@ public:
     [[nodiscard]] Backend& backend() const noexcept { return *backend_; }
 
     //! @brief Read-only bytes of input `i`.
-    //! @throws dtr::logic_error when `i` is out of range.
+    //! Throws: dtr::logic_error when `i` is out of range.
     [[nodiscard]] buffer_view<const_pointer> input(std::size_t i) const {
         check_input(i);
         return {inputs_[i].data, inputs_[i].size};
@@ -80,7 +80,7 @@ public:
 
     //! @brief Writable bytes of input `i`, which the call declared as mutated
     //! (call_options::mutates). They start as a copy of the input's bytes.
-    //! @throws dtr::logic_error when `i` is out of range or not mutated by this call.
+    //! Throws: dtr::logic_error when `i` is out of range or not mutated by this call.
     [[nodiscard]] buffer_view<pointer> inout(std::size_t i) const {
         check_input(i);
         DTR_EXPECTS(inputs_[i].mutated, "inout(" + std::to_string(i) +
@@ -91,7 +91,7 @@ public:
 
     //! @brief Allocates output `i` with `bytes` bytes, which the operator must fill. May
     //! evict other storages to stay under the budget.
-    //! @throws dtr::out_of_memory when the budget cannot hold it; dtr::logic_error when `i`
+    //! Throws: dtr::out_of_memory when the budget cannot hold it; dtr::logic_error when `i`
     //! is out of range or already produced, or (while rematerializing) when `bytes` differs
     //! from the first run (a non-deterministic operator).
     buffer_view<pointer> output(std::size_t i, std::size_t bytes) {

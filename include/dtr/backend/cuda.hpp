@@ -97,7 +97,7 @@ public:
     //! prepares `options.timing_slots` event pairs for measuring operators on `stream`.
     //! @param stream the stream operators run on; the backend does not own it, and it must
     //!        outlive the backend (0 is the legacy default stream).
-    //! @throws dtr::logic_error when the capacity is below 256 bytes;
+    //! Throws: dtr::logic_error when the capacity is below 256 bytes;
     //!         dtr::cuda_out_of_memory when the device cannot provide the region;
     //!         dtr::cuda_error when there is no usable device or the stream is invalid.
     cuda_backend(std::size_t capacity, cudaStream_t stream, cuda_backend_options options = {})
@@ -154,8 +154,8 @@ public:
     //! @brief The best-fit block of the region for `bytes` (256-aligned; a zero-byte request
     //! gets a distinct block), or a null pointer when no free block is large enough.
     //! No CUDA call: the region is already reserved.
-    //! @throws std::bad_alloc only if the arena's host-side bookkeeping cannot grow.
-    //! @par Complexity: O(log blocks).
+    //! Throws: std::bad_alloc only if the arena's host-side bookkeeping cannot grow.
+    //! Complexity: O(log blocks).
     [[nodiscard]] pointer allocate(std::size_t bytes) {
         const std::optional<std::size_t> offset = arena_.allocate(bytes);
         if (!offset) {
@@ -168,13 +168,13 @@ public:
     //! @brief Returns a block to the region. It may be reused by the next allocate(), which
     //! is safe for work ordered on stream(). A pointer that is not the start of a live block
     //! is a bug in the caller and terminates (the arena throws in a noexcept function).
-    //! @par Complexity: O(log blocks).
+    //! Complexity: O(log blocks).
     void deallocate(pointer p, std::size_t /*bytes*/) noexcept {
         arena_.deallocate(static_cast<std::size_t>(p.get() - base_));
     }
 
     //! @brief Device-to-device copy, enqueued on stream().
-    //! @throws dtr::cuda_error.
+    //! Throws: dtr::cuda_error.
     void copy(pointer dst, const_pointer src, std::size_t bytes) {
         if (bytes != 0)
             DTR_CUDA_TRY(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, stream_));
@@ -184,7 +184,7 @@ public:
     //! of that work with a pair of events, and returns the provisional cost: the host time
     //! the body took, in nanoseconds. The true cost follows through collect_costs().
     //! If every timing slot is in flight, first waits for the oldest one to finish.
-    //! @throws dtr::cuda_error when recording an event fails or a launch inside the body
+    //! Throws: dtr::cuda_error when recording an event fails or a launch inside the body
     //!         failed (cudaGetLastError); whatever the body throws. A throwing execute()
     //!         starts no measurement.
     template <class Body>
@@ -221,7 +221,7 @@ public:
     //!   has finished (one cudaEventQuery per finished slot plus one);
     //! - ready: hands over everything that has finished, never waits;
     //! - wait: waits for every measurement in flight, then hands all over.
-    //! @throws dtr::cuda_error when the device reports an error (e.g. a faulting kernel
+    //! Throws: dtr::cuda_error when the device reports an error (e.g. a faulting kernel
     //!         earlier on the stream); measurements not handed over stay pending.
     template <class Sink>
     std::size_t collect_costs(Sink&& sink, cost_collection mode) {
@@ -248,7 +248,7 @@ public:
     //! @brief Copies `bytes` host bytes into device memory, ordered on stream(). From
     //! pageable memory `src` may be reused as soon as this returns; from page-locked memory
     //! it must stay valid until the stream reaches the copy.
-    //! @throws dtr::cuda_error.
+    //! Throws: dtr::cuda_error.
     void upload(pointer dst, const void* src, std::size_t bytes) {
         if (bytes != 0)
             DTR_CUDA_TRY(cudaMemcpyAsync(dst.get(), src, bytes, cudaMemcpyHostToDevice, stream_));
@@ -256,14 +256,14 @@ public:
 
     //! @brief Copies `bytes` device bytes to host memory after the work already on stream(),
     //! and waits for it (one stream synchronization).
-    //! @throws dtr::cuda_error.
+    //! Throws: dtr::cuda_error.
     void download(void* dst, const_pointer src, std::size_t bytes) {
         if (bytes != 0)
             DTR_CUDA_TRY(cudaMemcpyAsync(dst, src.get(), bytes, cudaMemcpyDeviceToHost, stream_));
         synchronize();
     }
 
-    //! @brief Waits for all work on stream(). @throws dtr::cuda_error.
+    //! @brief Waits for all work on stream(). Throws: dtr::cuda_error.
     void synchronize() { DTR_CUDA_TRY(cudaStreamSynchronize(stream_)); }
 
     // ---- statistics -----------------------------------------------------------------------
@@ -302,7 +302,7 @@ public:
         return static_cast<std::size_t>(p.get() - base_);
     }
     //! @brief Calls `fn(offset, size, is_free)` for every block in address order.
-    //! @par Complexity: O(blocks).
+    //! Complexity: O(blocks).
     template <class Fn>
     void for_each_block(Fn&& fn) const {
         arena_.for_each_block(fn);
@@ -319,7 +319,7 @@ public:
     [[nodiscard]] bool transfers_overlap() const noexcept { return true; }
     //! @brief A pinned host block filled from `src` on the copy stream, after the work on
     //! stream(); stream() waits for it before reusing the block.
-    //! @throws dtr::cuda_error (cudaErrorMemoryAllocation when pinned memory runs out).
+    //! Throws: dtr::cuda_error (cudaErrorMemoryAllocation when pinned memory runs out).
     [[nodiscard]] copy_out_result<host_copy> copy_out(const_pointer src, std::size_t bytes, cost_t now) {
         void* p = nullptr;
         DTR_CUDA_TRY(cudaHostAlloc(&p, bytes == 0 ? 1 : bytes, cudaHostAllocDefault));
@@ -333,7 +333,7 @@ public:
         return {host_copy{p}, now};
     }
     //! @brief Fills `dst` from a host copy on the copy stream, after the work on stream();
-    //! stream() waits for it before the operators that read it. @throws dtr::cuda_error.
+    //! stream() waits for it before the operators that read it. Throws: dtr::cuda_error.
     cost_t copy_in(pointer dst, const host_copy& copy, std::size_t bytes, cost_t now) {
         transfer(dst.get(), copy.bytes, bytes, cudaMemcpyHostToDevice);
         return now;

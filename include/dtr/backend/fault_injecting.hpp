@@ -111,7 +111,7 @@ public:
     using upstream_type = Backend;
 
     //! @brief Wraps `upstream` with the given fault rates.
-    //! @throws dtr::logic_error when a rate is not in [0, 1].
+    //! Throws: dtr::logic_error when a rate is not in [0, 1].
     explicit fault_injecting_backend(fault_options options = {}, Backend upstream = Backend{})
         : upstream_(std::move(upstream)) {
         set_options(options);
@@ -120,7 +120,7 @@ public:
     // ---- the dtr::backend contract --------------------------------------------------------
 
     //! @brief The wrapped backend's block, or (injected) the null pointer without asking it.
-    //! @throws whatever the wrapped backend's allocate() throws.
+    //! Throws: whatever the wrapped backend's allocate() throws.
     [[nodiscard]] pointer allocate(std::size_t bytes) {
         ++counters_.allocations;
         if (enabled_ && draw(allocation_state_) < options_.allocation_fault_rate) {
@@ -159,7 +159,7 @@ public:
     //! On a backend with deferred costs, a fault after the body discards the measurement the
     //! wrapped execute() started, so that (as the protocol requires) a throwing execute()
     //! starts none: collect_costs() never hands it over.
-    //! @throws dtr::injected_fault; whatever the body or the wrapped execute() throws.
+    //! Throws: dtr::injected_fault; whatever the body or the wrapped execute() throws.
     template <class Body>
     cost_t execute(Body&& body) {
         const std::uint64_t index = counters_.executions++;
@@ -260,7 +260,7 @@ public:
     // ---- fault control ----------------------------------------------------------------
 
     //! @brief New rates and seed; the streams restart from the new seed.
-    //! @throws dtr::logic_error when a rate is not in [0, 1] (options unchanged).
+    //! Throws: dtr::logic_error when a rate is not in [0, 1] (options unchanged).
     void set_options(const fault_options& options) {
         auto check = [](double rate, const char* name) {
             DTR_EXPECTS(rate >= 0.0 && rate <= 1.0, std::string("fault_injecting_backend: ") + name +

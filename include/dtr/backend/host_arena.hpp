@@ -52,8 +52,8 @@ public:
     static constexpr std::size_t alignment = 64;
 
     //! @brief Allocates the region: `capacity` bytes rounded down to `alignment`.
-    //! @throws std::bad_alloc when the host cannot provide it.
-    //! @par Complexity: one call to the global aligned operator new.
+    //! Throws: std::bad_alloc when the host cannot provide it.
+    //! Complexity: one call to the global aligned operator new.
     explicit host_arena_backend(std::size_t capacity)
         : arena_(capacity, alignment),
           base_(arena_.capacity() == 0
@@ -72,8 +72,8 @@ public:
 
     //! @brief The best-fit block for `bytes` (aligned to `alignment`), or nullptr when no free
     //! block is large enough. Zero-byte requests get a distinct block.
-    //! @throws std::bad_alloc only if the arena's bookkeeping cannot grow.
-    //! @par Complexity: O(log blocks).
+    //! Throws: std::bad_alloc only if the arena's bookkeeping cannot grow.
+    //! Complexity: O(log blocks).
     [[nodiscard]] pointer allocate(std::size_t bytes) {
         const std::optional<std::size_t> offset = arena_.allocate(bytes);
         if (!offset) {
@@ -86,7 +86,7 @@ public:
     //! @brief Returns a block obtained from allocate(bytes). A pointer that is not the start
     //! of a live block is a bug in the caller: it terminates (the arena throws in a noexcept
     //! function) rather than corrupt the region.
-    //! @par Complexity: O(log blocks).
+    //! Complexity: O(log blocks).
     void deallocate(pointer p, std::size_t /*bytes*/) noexcept {
         arena_.deallocate(static_cast<std::size_t>(p - base_));
     }
@@ -142,7 +142,7 @@ public:
         return static_cast<std::size_t>(p - base_);
     }
     //! @brief Calls `fn(offset, size, is_free)` for every block in address order.
-    //! @par Complexity: O(blocks).
+    //! Complexity: O(blocks).
     template <class Fn>
     void for_each_block(Fn&& fn) const {
         arena_.for_each_block(fn);

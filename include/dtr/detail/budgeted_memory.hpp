@@ -6,6 +6,7 @@
 
 #include <dtr/arena.hpp>
 #include <dtr/concepts.hpp>
+#include <dtr/counters.hpp>
 #include <dtr/error.hpp>
 #include <dtr/memory_report.hpp>
 #include <dtr/options.hpp>
@@ -36,7 +37,7 @@ public:
 
     //! @brief `bytes` from the backend, evicting victims first until they fit under the
     //! budget, and more while the backend refuses (fragmentation).
-    //! @throws dtr::out_of_memory when nothing evictable is left.
+    //! Throws: dtr::out_of_memory when nothing evictable is left.
     pointer allocate(std::size_t bytes);
 
     //! @brief Gives `bytes` at `p` back to the backend.
@@ -46,7 +47,7 @@ public:
     }
 
     //! @brief Evicts victims until resident bytes are at most `bytes`.
-    //! @throws dtr::out_of_memory (nothing changed but evictions) when not enough is evictable.
+    //! Throws: dtr::out_of_memory (nothing changed but evictions) when not enough is evictable.
     void shrink_to(std::size_t bytes);
 
 private:

@@ -49,7 +49,7 @@ public:
 
     //! @brief Runs `o`, whose inputs are pinned: a first run (`remat` false, cost
     //! `supplied` or measured) or a recomputation refilling its evicted products.
-    //! @throws whatever allocating, the operator or the backend throws; every buffer of the
+    //! Throws: whatever allocating, the operator or the backend throws; every buffer of the
     //! attempt is then freed and the inputs unpinned.
     void run(op& o, bool remat, std::optional<cost_t> supplied) {
         try {

@@ -17,7 +17,7 @@ namespace dtr::detail {
 
 //! @brief Walks `graph` and throws dtr::logic_error describing the first broken invariant.
 //! `owner` is the runtime the graph's tensors must name; `pool_size`, `stats`, `options`
-//! and `user_pins` are the runtime's. @par Complexity: linear in the graph.
+//! and `user_pins` are the runtime's. Complexity: linear in the graph.
 template <class Backend, class Meta>
 void check_invariants(const dependency_graph<Backend, Meta>& graph, const runtime_base* owner,
                       std::size_t pool_size, const counters& stats, const runtime_options& options,

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <dtr/concepts.hpp>
+#include <dtr/counters.hpp>
 #include <dtr/error.hpp>
 #include <dtr/offload.hpp>
 #include <dtr/options.hpp>
@@ -38,12 +39,12 @@ public:
     explicit offloader(Rt& rt) noexcept : base(rt) {}
 
     //! @brief Called when `s` is evicted: copies it out (or keeps its clean host copy)
-    //! instead of dropping it when the policy says so. @return whether `s` left the device
+    //! instead of dropping it when the policy says so. Returns: whether `s` left the device
     //! that way (the caller then does not drop it).
     bool offload_victim(storage* s, bool eager) noexcept;
 
     //! @brief The fallback when nothing evictable is left: offloads the least recently used
-    //! resident, unpinned storage without a recipe (a constant). @return whether one left.
+    //! resident, unpinned storage without a recipe (a constant). Returns: whether one left.
     bool offload_fixed() noexcept;
 
     //! @brief Copies an offloaded storage back into a new block under the budget (a

@@ -54,7 +54,7 @@ public:
     }
 
     //! @brief Under restore_pins::yield_when_full, unpins the inputs of the frames below
-    //! the top. @return whether anything was released (the caller may evict again).
+    //! the top. Returns: whether anything was released (the caller may evict again).
     bool yield_pins() noexcept;
 
 private:

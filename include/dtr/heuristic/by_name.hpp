@@ -45,7 +45,7 @@ bool find_policy(std::string_view name, F& f, policy_list<H...>) {
 
 //! @brief Calls f(std::type_identity<H>{}) for the policy H named `name` ("dtr",
 //! "dtr_eqclass", "dtr_local", "msps", "lru", "largest", "random", or an ablation such as
-//! "ablation-estar-size-nostale"). @return false when no policy has that name.
+//! "ablation-estar-size-nostale"). Returns: false when no policy has that name.
 template <class F>
 bool with_heuristic(std::string_view name, F&& f) {
     return detail::find_policy(name, f, named_policies{}) ||

@@ -16,7 +16,7 @@ namespace dtr::search {
 
 //! @brief Calls f(std::type_identity<S>{}) with S the strategy named `name` wrapping H:
 //! "exhaustive", "sampled", "skip_small", or "indexed" (factored policies only).
-//! @return false when the name is unknown or the combination unsupported.
+//! Returns: false when the name is unknown or the combination unsupported.
 template <class H, class F>
 bool with_strategy(std::string_view name, F&& f) {
     if (name == "exhaustive") return f(std::type_identity<exhaustive<H>>{}), true;

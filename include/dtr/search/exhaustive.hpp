@@ -12,7 +12,7 @@ namespace dtr::search {
 //! score, stopping early at a score of 0: the runtime's default search and the published
 //! simulator's rule, made selectable (and timeable) like the other strategies.
 //!
-//! @par Complexity: one score per evictable storage per decision.
+//! Complexity: one score per evictable storage per decision.
 template <class H>
 class exhaustive : public detail::forwarding<H> {
     static_assert(scoring_heuristic<H>, "dtr::search::exhaustive<H>: H does not score storages "

@@ -21,7 +21,7 @@ namespace dtr::search {
 //! on every compiler. No bound on the score gap to the exhaustive choice; in expectation the
 //! victim ranks in the best n / (sqrt(n) + 1) ~ sqrt(n) storages.
 //!
-//! @par Complexity: O(sqrt(n)) scores per decision; O(1) per pool insertion or removal.
+//! Complexity: O(sqrt(n)) scores per decision; O(1) per pool insertion or removal.
 template <class H>
 class sampled : public detail::forwarding<H> {
     static_assert(scoring_heuristic<H>, "dtr::search::sampled<H>: H does not score storages "

@@ -19,7 +19,7 @@ namespace dtr::search {
 //! belongs to a small storage; the victim is the exhaustive choice restricted to storages of
 //! at least 1% of the average size. Reading a size is one metadata access.
 //!
-//! @par Complexity: O(n) size reads and at most n scores per decision; O(1) per pool event.
+//! Complexity: O(n) size reads and at most n scores per decision; O(1) per pool event.
 template <class H>
 class skip_small : public detail::forwarding<H> {
     static_assert(scoring_heuristic<H>, "dtr::search::skip_small<H>: H does not score storages "

@@ -50,7 +50,7 @@ public:
     static constexpr char tag[] = "eqclass";
 
     //! @brief c(t) + sum of the distinct classes of t's evicted neighbours.
-    //! @par Complexity: one find per neighbour.
+    //! Complexity: one find per neighbour.
     template <class Storage>
     double numerator(const Storage& s, const heuristic_context& ctx) {
         return sum(s, ctx, nullptr);

@@ -55,7 +55,7 @@ public:
     static constexpr bool descendants = Descendants;
 
     //! @brief c(t) + c(e*(t)) for a resident t.
-    //! @par Complexity: O(1) with a valid cache, else linear in e*(t) and its frontier.
+    //! Complexity: O(1) with a valid cache, else linear in e*(t) and its frontier.
     template <class Storage>
     double numerator(const Storage& s, const heuristic_context& ctx) {
         const storage_data& d = s.meta();

@@ -39,7 +39,7 @@ public:
     }
 
     //! @brief The root of x's class. Compresses the path (keeping reference counts right).
-    //! @par Complexity: amortized near-constant; one access per node visited.
+    //! Complexity: amortized near-constant; one access per node visited.
     std::uint32_t find(std::uint32_t x, const heuristic_context& ctx) {
         std::uint32_t root = x;
         ctx.count_access();
@@ -63,7 +63,7 @@ public:
     }
 
     //! @brief Merges the classes of roots `a` and `b` (a no-op when equal): the sum of their
-    //! values, and their registries concatenated. @return the new root.
+    //! values, and their registries concatenated. Returns: the new root.
     std::uint32_t unite(std::uint32_t a, std::uint32_t b) noexcept {
         if (a == b) return a;
         if (nodes_[a].rank < nodes_[b].rank) std::swap(a, b);

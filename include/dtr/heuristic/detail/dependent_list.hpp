@@ -19,7 +19,7 @@ inline constexpr std::uint32_t npos = 0xffffffffU;
 //! Indices rather than pointers: the arena grows by reallocation.
 class dependent_list {
 public:
-    //! @brief A new, empty list; returns its sentinel. @par Complexity: amortized O(1).
+    //! @brief A new, empty list; returns its sentinel. Complexity: amortized O(1).
     std::uint32_t make_list() {
         const std::uint32_t s = allocate();
         entries_[s] = {s, s, nullptr, npos};
@@ -34,7 +34,7 @@ public:
     }
 
     //! @brief Registers `candidate` on the list `sentinel` and on the candidate's own list
-    //! headed by `own`. @par Complexity: amortized O(1).
+    //! headed by `own`. Complexity: amortized O(1).
     void add(std::uint32_t sentinel, void* candidate, std::uint32_t& own) {
         const std::uint32_t e = allocate();
         const std::uint32_t last = entries_[sentinel].prev;
@@ -45,7 +45,7 @@ public:
     }
 
     //! @brief Moves every entry of list `from` to the end of list `to`; `from` ends empty.
-    //! @par Complexity: O(1).
+    //! Complexity: O(1).
     void splice(std::uint32_t from, std::uint32_t to) noexcept {
         if (empty(from)) return;
         const std::uint32_t first = entries_[from].next, last = entries_[from].prev;
@@ -59,7 +59,7 @@ public:
 
     //! @brief Detaches every entry of list `sentinel` and calls f(candidate) for each.
     //! Detached entries stay on their candidate's own list until release_own().
-    //! @par Complexity: linear in the list.
+    //! Complexity: linear in the list.
     template <class F>
     void drain(std::uint32_t sentinel, F&& f) {
         std::uint32_t e = entries_[sentinel].next;
@@ -74,7 +74,7 @@ public:
     }
 
     //! @brief Withdraws and frees every entry on the own list `own` (which ends empty).
-    //! @return the number of entries freed. @par Complexity: linear in that list.
+    //! Returns: the number of entries freed. Complexity: linear in that list.
     std::uint32_t release_own(std::uint32_t& own) noexcept {
         std::uint32_t n = 0;
         while (own != npos) {

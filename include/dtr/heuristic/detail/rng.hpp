@@ -34,7 +34,7 @@ public:
     }
 
     //! @brief A uniform integer in [0, n); n must be positive.
-    //! @par Complexity: expected O(1) (draws below 2^64 mod n are rejected: rare).
+    //! Complexity: expected O(1) (draws below 2^64 mod n are rejected: rare).
     std::uint64_t below(std::uint64_t n) noexcept {
         const std::uint64_t reject_below = (0 - n) % n; // 2^64 mod n
         for (;;) {
