@@ -63,3 +63,13 @@ $OFFLOAD --offload auto --offload-bandwidth 50e9 --offload-latency 5000 --prefet
          --json $OUT/offload-50-prefetch.json $LOGS/*.log > /dev/null
 DTR_SHARED=$DTR_SHARED python3 bench/replay/offload_table.py $OUT/offload-off.json "25 GB/s=$OUT/offload-25.json" \
     "50 GB/s=$OUT/offload-50.json" "50 GB/s, prefetch 8=$OUT/offload-50-prefetch.json" > $OUT/offload-tables.md
+
+# 8. Floors (issue 13, item 5): the lowest finishing ratio on a 0.01 grid for the default and
+#    dtr_held, under each restore discipline and with offload, beside each log's physical floor.
+for h in dtr_eqclass dtr_held; do
+  python3 bench/replay/floors.py --replay $BIN --heuristic $h \
+      --config hold='--restore-pins hold' --config yield='--restore-pins yield' \
+      --config 'offload 25 GB/s'='--restore-pins yield --offload auto --offload-bandwidth 25e9' \
+      --config 'offload 50 GB/s'='--restore-pins yield --offload auto --offload-bandwidth 50e9' \
+      --json $OUT/floors-$h.json $LOGS/*.log bench/trace/traces/*.log > $OUT/floors-$h.md
+done
