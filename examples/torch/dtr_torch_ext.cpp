@@ -1365,20 +1365,7 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
         std::vector<c10::Storage> st;
         for (auto& p : pins) st.push_back(borrowed_storage(p->data, p->size, table_->device));
         torch::jit::Stack s = stack;
-        for (const arg_slot& a : r->slots) {
-            auto make = [&](int32_t k) { return tensor_on(st[r->tensors[k].input], r->tensors[k].geom); };
-            if (a.kind == arg_slot::tensor || a.kind == arg_slot::optional_tensor) {
-                if (a.tensors[0] >= 0) s[a.stack_index] = make(a.tensors[0]);
-            } else if (a.kind == arg_slot::tensor_list) {
-                c10::List<at::Tensor> l;
-                for (int32_t k : a.tensors) l.push_back(make(k));
-                s[a.stack_index] = std::move(l);
-            } else {
-                c10::List<c10::optional<at::Tensor>> l;
-                for (int32_t k : a.tensors) l.push_back(k >= 0 ? c10::optional<at::Tensor>(make(k)) : c10::nullopt);
-                s[a.stack_index] = std::move(l);
-            }
-        }
+        fill_stack(s, r->slots, r->tensors, st);
         { scoped_ns kt{prof.kernel_ns}; boxed_call(*info.op, &s); }
         if (!eager_constant) {
             for (c10::IValue& v : s)
