@@ -34,11 +34,15 @@ def physical_floor(path):
         next_id += 1
         return storage_of[name]
 
-    def footprint(args, extra):
+    def account(args, extra):
+        """Counts one operator reading `args` and making `extra` new bytes, after START."""
+        nonlocal worst_keep, worst_all
+        if not started:
+            return
         seen = {storage_of[a] for a in args if a in storage_of}
         every = sum(size_of.get(s, 0) for s in seen) + extra
         nonconst = sum(size_of.get(s, 0) for s in seen if s not in constant) + extra
-        return nonconst, every
+        worst_keep, worst_all = max(worst_keep, nonconst), max(worst_all, every)
 
     started = False
     call = None
@@ -77,24 +81,18 @@ def physical_floor(path):
                     storage_of[name] = storage_of.get(call['args'][alias], fresh(name))
                 pending.pop(0)
                 if not pending and call is not None:
-                    nonconst, every = footprint(call['args'], call['out'])
-                    if started:
-                        worst_keep, worst_all = max(worst_keep, nonconst), max(worst_all, every)
+                    account(call['args'], call['out'])
                     call = None
             elif kind == 'CALL':
                 call = {'args': r['ARGS'], 'out': 0, 'sizes': []}
                 pending = list(r['RESULT'])
                 if not pending:
-                    nonconst, every = footprint(call['args'], 0)
-                    if started:
-                        worst_keep, worst_all = max(worst_keep, nonconst), max(worst_all, every)
+                    account(call['args'], 0)
                     call = None
             elif kind == 'MUTATE':
                 args = r['ARGS']
                 extra = sum(size_of.get(storage_of.get(args[int(i)]), 0) for i in r['MUTATE'])
-                nonconst, every = footprint(args, extra)
-                if started:
-                    worst_keep, worst_all = max(worst_keep, nonconst), max(worst_all, every)
+                account(args, extra)
             elif kind in ('COPY', 'COPY_FROM'):
                 if r['SRC'] in storage_of:
                     storage_of[r['DST']] = storage_of[r['SRC']]
