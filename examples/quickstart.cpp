@@ -27,9 +27,10 @@ int main() {
 
     // ...and recomputes whatever is read again, bit for bit.
     auto first = rt.pin(history[0]);
-    std::printf("history[0][0] = %d, peak resident %zu bytes of a %zu-byte budget, %llu evictions, "
-                "%llu recomputations\n",
-                static_cast<int>(first.as<unsigned char>()[0]), rt.stats().peak_resident_bytes, rt.budget(),
-                static_cast<unsigned long long>(rt.stats().evictions),
-                static_cast<unsigned long long>(rt.stats().rematerializations));
+    std::printf(
+        "history[0][0] = %d, peak resident %zu bytes of a %zu-byte budget, %llu evictions, "
+        "%llu recomputations\n",
+        static_cast<int>(first.as<unsigned char>()[0]), rt.stats().peak_resident_bytes, rt.budget(),
+        static_cast<unsigned long long>(rt.stats().evictions),
+        static_cast<unsigned long long>(rt.stats().rematerializations));
 }

@@ -31,7 +31,8 @@ using ctx_t = dtr::op_context<dtr::host_backend>;
 struct linear_fwd {
     std::size_t n, k, m;
     void operator()(ctx_t& ctx) const {
-        auto x = ctx.input(0).as<float>(), w = ctx.input(1).as<float>(), b = ctx.input(2).as<float>();
+        auto x = ctx.input(0).as<float>(), w = ctx.input(1).as<float>(),
+             b = ctx.input(2).as<float>();
         auto y = ctx.output(0, n * m * sizeof(float)).as<float>();
         for (std::size_t i = 0; i < n; ++i) {
             float* row = &y[i * m];
@@ -74,7 +75,8 @@ struct softmax_xent {
             total += std::log(sum) - static_cast<double>(row[label] - mx);
             for (std::size_t j = 0; j < c; ++j) {
                 const double p = std::exp(static_cast<double>(row[j] - mx)) / sum;
-                grad[i * c + j] = static_cast<float>((p - (j == label ? 1.0 : 0.0)) / static_cast<double>(n));
+                grad[i * c + j] =
+                    static_cast<float>((p - (j == label ? 1.0 : 0.0)) / static_cast<double>(n));
             }
         }
         loss[0] = static_cast<float>(total / static_cast<double>(n));
@@ -86,7 +88,8 @@ struct linear_bwd_input {
     std::size_t n, k, m;
     bool relu_mask;
     void operator()(ctx_t& ctx) const {
-        auto dy = ctx.input(0).as<float>(), w = ctx.input(1).as<float>(), x = ctx.input(2).as<float>();
+        auto dy = ctx.input(0).as<float>(), w = ctx.input(1).as<float>(),
+             x = ctx.input(2).as<float>();
         auto dx = ctx.output(0, n * k * sizeof(float)).as<float>();
         for (std::size_t i = 0; i < n; ++i)
             for (std::size_t p = 0; p < k; ++p) {
@@ -172,7 +175,8 @@ result train(const config& cfg, std::size_t budget) {
         float best_v = -1e30f;
         for (std::size_t c = 0; c < cfg.classes; ++c) {
             float v = 0;
-            for (std::size_t p = 0; p < cfg.inputs; ++p) v += data[i * cfg.inputs + p] * teacher[p * cfg.classes + c];
+            for (std::size_t p = 0; p < cfg.inputs; ++p)
+                v += data[i * cfg.inputs + p] * teacher[p * cfg.classes + c];
             if (v > best_v) best_v = v, best = c;
         }
         labels[i] = static_cast<std::int32_t>(best);
@@ -186,7 +190,8 @@ result train(const config& cfg, std::size_t budget) {
         dims.push_back(cfg.classes);
         std::vector<dtr::tensor> w, b;
         for (std::size_t l = 0; l + 1 < dims.size(); ++l) {
-            const auto wv = random_floats(rng, dims[l] * dims[l + 1], std::sqrt(2.0f / static_cast<float>(dims[l])));
+            const auto wv = random_floats(rng, dims[l] * dims[l + 1],
+                                          std::sqrt(2.0f / static_cast<float>(dims[l])));
             const std::vector<float> bv(dims[l + 1], 0.0f);
             w.push_back(upload(rt, std::as_bytes(std::span(wv))));
             b.push_back(upload(rt, std::as_bytes(std::span(bv))));
@@ -197,13 +202,15 @@ result train(const config& cfg, std::size_t budget) {
             std::vector<dtr::tensor> acts{x}; // input of each layer
             dtr::tensor logits;
             for (std::size_t l = 0; l < layers; ++l) {
-                dtr::tensor z = rt.call(linear_fwd{cfg.batch, dims[l], dims[l + 1]}, {acts.back(), w[l], b[l]});
+                dtr::tensor z =
+                    rt.call(linear_fwd{cfg.batch, dims[l], dims[l + 1]}, {acts.back(), w[l], b[l]});
                 if (l + 1 == layers)
                     logits = z;
                 else
                     acts.push_back(rt.call(relu_fwd{}, {z}));
             }
-            auto [loss, dlogits] = rt.template call<2>(softmax_xent{cfg.batch, cfg.classes}, {logits, y});
+            auto [loss, dlogits] =
+                rt.template call<2>(softmax_xent{cfg.batch, cfg.classes}, {logits, y});
             logits.reset();
             { r.loss = rt.pin(loss).template as<float>()[0]; }
             // Backward with the SGD update of each layer applied as soon as its gradient is
@@ -214,9 +221,11 @@ result train(const config& cfg, std::size_t budget) {
             dtr::tensor dy = dlogits;
             dlogits.reset();
             for (std::size_t l = layers; l-- > 0;) {
-                auto [dw, db] = rt.template call<2>(linear_bwd_params{cfg.batch, dims[l], dims[l + 1]}, {acts[l], dy});
+                auto [dw, db] = rt.template call<2>(
+                    linear_bwd_params{cfg.batch, dims[l], dims[l + 1]}, {acts[l], dy});
                 if (l > 0)
-                    dy = rt.call(linear_bwd_input{cfg.batch, dims[l], dims[l + 1], true}, {dy, w[l], acts[l]});
+                    dy = rt.call(linear_bwd_input{cfg.batch, dims[l], dims[l + 1], true},
+                                 {dy, w[l], acts[l]});
                 acts[l].reset();
                 rt.mutate(sgd_update{0.05f}, {w[l], dw}, {0});
                 rt.mutate(sgd_update{0.05f}, {b[l], db}, {0});
@@ -226,7 +235,8 @@ result train(const config& cfg, std::size_t budget) {
         std::uint64_t h = 1469598103934665603ULL;
         for (std::size_t l = 0; l < layers; ++l)
             for (const dtr::tensor* t : {&w[l], &b[l]})
-                for (std::byte byte : rt.pin(*t).span()) h = (h ^ std::to_integer<std::uint64_t>(byte)) * 1099511628211ULL;
+                for (std::byte byte : rt.pin(*t).span())
+                    h = (h ^ std::to_integer<std::uint64_t>(byte)) * 1099511628211ULL;
         r.weights_hash = h;
     } catch (const dtr::out_of_memory& e) {
         r.out_of_memory = true;
@@ -243,28 +253,32 @@ template <class Heuristic>
 int sweep(const config& cfg) {
     using runtime = dtr::runtime<dtr::host_backend, Heuristic>;
     std::printf("dtr demo: MLP %zu -> %zu x %zu -> %zu, batch %zu, %zu SGD steps, heuristic %s\n",
-                cfg.inputs, cfg.depth, cfg.width, cfg.classes, cfg.batch, cfg.steps, Heuristic::name);
+                cfg.inputs, cfg.depth, cfg.width, cfg.classes, cfg.batch, cfg.steps,
+                Heuristic::name);
     const result base = train<runtime>(cfg, dtr::unlimited);
-    std::printf("unconstrained run: peak %zu bytes, %.3f s, final loss %.9g\n\n", base.peak, base.seconds,
-                static_cast<double>(base.loss));
-    std::printf("%8s %12s %12s %10s %10s %9s %14s  %s\n", "budget", "budget B", "peak B", "evictions",
-                "remats", "time x", "final loss", "bit-identical");
+    std::printf("unconstrained run: peak %zu bytes, %.3f s, final loss %.9g\n\n", base.peak,
+                base.seconds, static_cast<double>(base.loss));
+    std::printf("%8s %12s %12s %10s %10s %9s %14s  %s\n", "budget", "budget B", "peak B",
+                "evictions", "remats", "time x", "final loss", "bit-identical");
     bool all_identical = true;
     int feasible = 0;
     for (int percent = 100; percent >= 5; percent -= (percent > 50 ? 10 : 5)) {
         const std::size_t budget = base.peak * static_cast<std::size_t>(percent) / 100;
         const result r = train<runtime>(cfg, budget);
         if (r.out_of_memory) {
-            std::printf("%7d%% %12zu  out of memory: this is below the lowest budget that works\n", percent, budget);
+            std::printf("%7d%% %12zu  out of memory: this is below the lowest budget that works\n",
+                        percent, budget);
             std::printf("          (%s)\n", r.error.c_str());
             break;
         }
         ++feasible;
-        const bool identical = std::memcmp(&r.loss, &base.loss, sizeof(float)) == 0 && r.weights_hash == base.weights_hash;
+        const bool identical = std::memcmp(&r.loss, &base.loss, sizeof(float)) == 0 &&
+                               r.weights_hash == base.weights_hash;
         all_identical &= identical;
         std::printf("%7d%% %12zu %12zu %10llu %10llu %9.2f %14.9g  %s\n", percent, budget, r.peak,
-                    static_cast<unsigned long long>(r.evictions), static_cast<unsigned long long>(r.remats),
-                    r.seconds / base.seconds, static_cast<double>(r.loss), identical ? "yes" : "NO");
+                    static_cast<unsigned long long>(r.evictions),
+                    static_cast<unsigned long long>(r.remats), r.seconds / base.seconds,
+                    static_cast<double>(r.loss), identical ? "yes" : "NO");
         if (r.peak > budget) {
             std::printf("budget exceeded: this is a bug\n");
             return 1;
@@ -289,20 +303,27 @@ int main(int argc, char** argv) {
             }
             return argv[++i];
         };
-        if (arg == "--steps") cfg.steps = std::stoul(next());
-        else if (arg == "--depth") cfg.depth = std::stoul(next());
-        else if (arg == "--width") cfg.width = std::stoul(next());
-        else if (arg == "--batch") cfg.batch = std::stoul(next());
-        else if (arg == "--heuristic") cfg.heuristic = next();
+        if (arg == "--steps")
+            cfg.steps = std::stoul(next());
+        else if (arg == "--depth")
+            cfg.depth = std::stoul(next());
+        else if (arg == "--width")
+            cfg.width = std::stoul(next());
+        else if (arg == "--batch")
+            cfg.batch = std::stoul(next());
+        else if (arg == "--heuristic")
+            cfg.heuristic = next();
         else {
-            std::fprintf(stderr, "usage: train_mlp [--steps N] [--depth D] [--width W] [--batch B] "
-                                 "[--heuristic dtr_local|lru|largest]\n");
+            std::fprintf(stderr,
+                         "usage: train_mlp [--steps N] [--depth D] [--width W] [--batch B] "
+                         "[--heuristic dtr_local|lru|largest]\n");
             return 2;
         }
     }
     if (cfg.heuristic == "dtr_local") return sweep<dtr::heuristics::dtr_local>(cfg);
     if (cfg.heuristic == "lru") return sweep<dtr::heuristics::lru>(cfg);
     if (cfg.heuristic == "largest") return sweep<dtr::heuristics::largest>(cfg);
-    std::fprintf(stderr, "unknown heuristic '%s' (dtr_local, lru, largest)\n", cfg.heuristic.c_str());
+    std::fprintf(stderr, "unknown heuristic '%s' (dtr_local, lru, largest)\n",
+                 cfg.heuristic.c_str());
     return 2;
 }

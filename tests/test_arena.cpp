@@ -91,13 +91,14 @@ TEST_CASE("allocate splits, deallocate coalesces left, right and both") {
     CHECK(a.used_bytes() == 4 * u);
     CHECK(a.live_allocations() == 3);
     CHECK(a.peak_used_bytes() == 4 * u);
-    CHECK(layout(a) == std::vector<layout_block>{
-                           {0, u, false}, {u, 2 * u, false}, {3 * u, u, false}, {4 * u, 12 * u, true}});
+    CHECK(layout(a) ==
+          std::vector<layout_block>{
+              {0, u, false}, {u, 2 * u, false}, {3 * u, u, false}, {4 * u, 12 * u, true}});
 
     SUBCASE("right: z merges with the free tail") {
         a.deallocate(z);
-        CHECK(layout(a) == std::vector<layout_block>{
-                               {0, u, false}, {u, 2 * u, false}, {3 * u, 13 * u, true}});
+        CHECK(layout(a) ==
+              std::vector<layout_block>{{0, u, false}, {u, 2 * u, false}, {3 * u, 13 * u, true}});
     }
     SUBCASE("left: y merges with the hole x left") {
         a.deallocate(x);
@@ -137,7 +138,7 @@ TEST_CASE("best fit: smallest hole that fits, lowest address among equals") {
     CHECK(a.allocate(2 * u - 10) == h3); // rounds to 2 units; h3 and h4 tie, h3 is lower
     CHECK(a.allocate(2 * u) == h4);
     CHECK(a.allocate(1) == h2);
-    CHECK(a.allocate(2 * u) == h1); // only the 3-unit hole and the tail are left: take 3
+    CHECK(a.allocate(2 * u) == h1);     // only the 3-unit hole and the tail are left: take 3
     CHECK(a.allocate(u) == h1 + 2 * u); // the unit split off h1 is now the best fit
     CHECK(a.allocate(3 * u) == 12 * u); // nothing left but the tail
     CHECK_NOTHROW(a.check_invariants());
@@ -238,8 +239,7 @@ TEST_CASE("deallocate rejects bad offsets and double frees, naming the offset") 
         CHECK(contains(what, "not the start of a live allocation"));
     }
     SUBCASE("past the end") {
-        CHECK(contains(error_of([&] { a.deallocate(1u << 30); }),
-                       "arena::deallocate(1073741824)"));
+        CHECK(contains(error_of([&] { a.deallocate(1u << 30); }), "arena::deallocate(1073741824)"));
     }
     SUBCASE("the free tail") {
         const std::string what = error_of([&] { a.deallocate(4 * u); });
@@ -251,7 +251,7 @@ TEST_CASE("deallocate rejects bad offsets and double frees, naming the offset") 
         CHECK(contains(what, "arena::deallocate(256, 256)"));
         CHECK(contains(what, "holds 512 bytes"));
         CHECK_NOTHROW(a.deallocate(y, 2 * u - 1)); // same size after rounding
-        (void)a.allocate(2 * u); // put it back for the figures check below
+        (void)a.allocate(2 * u);                   // put it back for the figures check below
     }
     CHECK(figures(a) == before);
     CHECK_NOTHROW(a.check_invariants());
@@ -452,10 +452,10 @@ TEST_CASE("randomized operations match a brute-force best-fit model") {
         auto request = [&]() -> std::size_t {
             const std::size_t p = draw(0, 99);
             if (p < 5) return 0;
-            if (p < 65) return draw(1, 8 * cfg.alignment);            // small
-            if (p < 95) return draw(1, ref.capacity() / 64 + 1);      // medium
-            if (p < 99) return draw(1, ref.capacity() / 4 + 1);       // large
-            return draw(ref.capacity() / 2, ref.capacity() * 2);      // often too large
+            if (p < 65) return draw(1, 8 * cfg.alignment);       // small
+            if (p < 95) return draw(1, ref.capacity() / 64 + 1); // medium
+            if (p < 99) return draw(1, ref.capacity() / 4 + 1);  // large
+            return draw(ref.capacity() / 2, ref.capacity() * 2); // often too large
         };
 
         for (std::size_t op = 0; op < cfg.operations; ++op) {
@@ -492,9 +492,9 @@ TEST_CASE("randomized operations match a brute-force best-fit model") {
                 ++frees;
             } else {
                 // A bad offset: anywhere, often aligned, sometimes a freed block's start.
-                const std::size_t offset = draw(0, 1) ? draw(0, ref.capacity() / cfg.alignment) *
-                                                            cfg.alignment
-                                                      : draw(0, ref.capacity() + 10);
+                const std::size_t offset =
+                    draw(0, 1) ? draw(0, ref.capacity() / cfg.alignment) * cfg.alignment
+                               : draw(0, ref.capacity() + 10);
                 if (ref.block_size(offset) != 0) {
                     bool is_live = false;
                     for (const auto& l : live) is_live = is_live || l.first == offset;

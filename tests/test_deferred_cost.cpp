@@ -31,7 +31,9 @@ public:
 
     pointer allocate(std::size_t bytes) { return memory_.allocate(bytes); }
     void deallocate(pointer p, std::size_t bytes) noexcept { memory_.deallocate(p, bytes); }
-    void copy(pointer dst, const_pointer src, std::size_t bytes) noexcept { memory_.copy(dst, src, bytes); }
+    void copy(pointer dst, const_pointer src, std::size_t bytes) noexcept {
+        memory_.copy(dst, src, bytes);
+    }
 
     template <class Body>
     dtr::cost_t execute(Body&& body) {
@@ -61,7 +63,9 @@ public:
     //! The `n` oldest measurements in flight finish (a later collection hands them over).
     void finish(std::size_t n) { finished_ += n; }
     [[nodiscard]] std::size_t in_flight() const noexcept { return in_flight_.size(); }
-    [[nodiscard]] int calls(dtr::cost_collection mode) const noexcept { return calls_[static_cast<int>(mode)]; }
+    [[nodiscard]] int calls(dtr::cost_collection mode) const noexcept {
+        return calls_[static_cast<int>(mode)];
+    }
 
 private:
     dtr::host_backend memory_;
@@ -177,10 +181,13 @@ TEST_CASE("discarded runs keep the pairing: throwing bodies and missing outputs"
     // arrives and must not be paired with the next operator.
     CHECK_THROWS_AS(rt.call([](ctx_t&) {}, {x}), dtr::logic_error);
     // A body that throws starts no measurement at all.
-    CHECK_THROWS_AS(rt.call([](ctx_t& c) {
-        c.output(0, 8);
-        throw std::runtime_error("kernel failed");
-    }, {x}), std::runtime_error);
+    CHECK_THROWS_AS(rt.call(
+                        [](ctx_t& c) {
+                            c.output(0, 8);
+                            throw std::runtime_error("kernel failed");
+                        },
+                        {x}),
+                    std::runtime_error);
     tensor c = rt.call(add_op{1}, {x});
     rt.settle_costs();
     CHECK(rt.clock() == 110);

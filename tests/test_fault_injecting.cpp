@@ -28,7 +28,8 @@ using faulty_host = dtr::fault_injecting_backend<dtr::host_backend>;
 //! What fill_with(first) then `delta` applications of add_op{1} hold.
 std::vector<std::uint8_t> pattern_of(std::uint8_t first, std::size_t n, int delta) {
     std::vector<std::uint8_t> v(n);
-    for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::uint8_t>(first + i + static_cast<std::size_t>(delta));
+    for (std::size_t i = 0; i < n; ++i)
+        v[i] = static_cast<std::uint8_t>(first + i + static_cast<std::size_t>(delta));
     return v;
 }
 
@@ -40,7 +41,9 @@ public:
     using const_pointer = const std::byte*;
     pointer allocate(std::size_t bytes) { return memory_.allocate(bytes); }
     void deallocate(pointer p, std::size_t bytes) noexcept { memory_.deallocate(p, bytes); }
-    void copy(pointer dst, const_pointer src, std::size_t bytes) noexcept { memory_.copy(dst, src, bytes); }
+    void copy(pointer dst, const_pointer src, std::size_t bytes) noexcept {
+        memory_.copy(dst, src, bytes);
+    }
     template <class Body>
     dtr::cost_t execute(Body&& body) {
         body();
@@ -112,10 +115,12 @@ TEST_CASE("without faults the adaptor is the wrapped backend") {
     std::vector<tensor> chain{x};
     for (int i = 0; i < 8; ++i) chain.push_back(rt.call(add_op{1}, {chain.back()}, {.cost = 1}));
     for (int i = 8; i >= 0; --i)
-        CHECK(read(rt, chain[static_cast<std::size_t>(i)]) == read(rt, rt.call(add_op{i}, {x}, {.cost = 1})));
+        CHECK(read(rt, chain[static_cast<std::size_t>(i)]) ==
+              read(rt, rt.call(add_op{i}, {x}, {.cost = 1})));
     CHECK(rt.backend().faults().total() == 0);
     CHECK(rt.backend().faults().allocations == rt.stats().allocations);
-    CHECK(rt.backend().faults().executions == rt.stats().operators_run + rt.stats().rematerializations);
+    CHECK(rt.backend().faults().executions ==
+          rt.stats().operators_run + rt.stats().rematerializations);
     CHECK(rt.backend().peak_bytes() <= 64);
     chain.clear();
     x.reset();
@@ -124,21 +129,25 @@ TEST_CASE("without faults the adaptor is the wrapped backend") {
 }
 
 TEST_CASE("faults come at the configured rates, reproducibly from the seed") {
-    const std::vector<bool> a = allocation_pattern({.seed = 7, .allocation_fault_rate = 0.25}, 4000);
+    const std::vector<bool> a =
+        allocation_pattern({.seed = 7, .allocation_fault_rate = 0.25}, 4000);
     CHECK(a == allocation_pattern({.seed = 7, .allocation_fault_rate = 0.25}, 4000));
     CHECK(a != allocation_pattern({.seed = 8, .allocation_fault_rate = 0.25}, 4000));
     const auto failures = static_cast<double>(std::count(a.begin(), a.end(), true));
     CHECK(failures / 4000 > 0.22);
     CHECK(failures / 4000 < 0.28);
     // A lower rate with the same seed fails a subset of the same calls.
-    const std::vector<bool> low = allocation_pattern({.seed = 7, .allocation_fault_rate = 0.1}, 4000);
+    const std::vector<bool> low =
+        allocation_pattern({.seed = 7, .allocation_fault_rate = 0.1}, 4000);
     for (std::size_t i = 0; i < low.size(); ++i)
         if (low[i]) CHECK(a[i]);
     CHECK(std::count(low.begin(), low.end(), true) < std::count(a.begin(), a.end(), true));
     CHECK(std::count(low.begin(), low.end(), true) > 0);
 
-    const std::vector<int> e = execution_pattern({.seed = 3, .execution_fault_rate = 0.5, .after_body_share = 0.5}, 4000);
-    CHECK(e == execution_pattern({.seed = 3, .execution_fault_rate = 0.5, .after_body_share = 0.5}, 4000));
+    const std::vector<int> e =
+        execution_pattern({.seed = 3, .execution_fault_rate = 0.5, .after_body_share = 0.5}, 4000);
+    CHECK(e == execution_pattern({.seed = 3, .execution_fault_rate = 0.5, .after_body_share = 0.5},
+                                 4000));
     const auto before = static_cast<double>(std::count(e.begin(), e.end(), 1));
     const auto after = static_cast<double>(std::count(e.begin(), e.end(), 2));
     CHECK((before + after) / 4000 > 0.46);
@@ -152,8 +161,7 @@ TEST_CASE("faults come at the configured rates, reproducibly from the seed") {
     for (int i = 0; i < 200; ++i) {
         try {
             (void)b.execute([] {});
-        } catch (const dtr::injected_fault&) {
-        }
+        } catch (const dtr::injected_fault&) {}
         std::byte* p = b.allocate(1);
         mixed.push_back(p == nullptr);
         if (p != nullptr) b.deallocate(p, 1);
@@ -164,10 +172,13 @@ TEST_CASE("faults come at the configured rates, reproducibly from the seed") {
 TEST_CASE("rates 0 and 1, the site share, counters, disabling and bad options") {
     CHECK(allocation_pattern({.allocation_fault_rate = 1}, 50) == std::vector<bool>(50, true));
     CHECK(allocation_pattern({.allocation_fault_rate = 0}, 50) == std::vector<bool>(50, false));
-    CHECK(execution_pattern({.execution_fault_rate = 1, .after_body_share = 0}, 50) == std::vector<int>(50, 1));
-    CHECK(execution_pattern({.execution_fault_rate = 1, .after_body_share = 1}, 50) == std::vector<int>(50, 2));
+    CHECK(execution_pattern({.execution_fault_rate = 1, .after_body_share = 0}, 50) ==
+          std::vector<int>(50, 1));
+    CHECK(execution_pattern({.execution_fault_rate = 1, .after_body_share = 1}, 50) ==
+          std::vector<int>(50, 2));
 
-    faulty_host b({.seed = 1, .allocation_fault_rate = 1, .execution_fault_rate = 1, .after_body_share = 1});
+    faulty_host b(
+        {.seed = 1, .allocation_fault_rate = 1, .execution_fault_rate = 1, .after_body_share = 1});
     CHECK(b.allocate(4) == nullptr);
     CHECK_THROWS_AS((void)b.execute([] {}), dtr::injected_fault);
     b.set_enabled(false);
@@ -189,17 +200,21 @@ TEST_CASE("rates 0 and 1, the site share, counters, disabling and bad options") 
 
     CHECK_THROWS_AS(faulty_host({.allocation_fault_rate = 1.5}), dtr::logic_error);
     CHECK_THROWS_AS(b.set_options({.execution_fault_rate = -0.1}), dtr::logic_error);
-    CHECK_THROWS_AS(b.set_options({.after_body_share = std::numeric_limits<double>::quiet_NaN()}), dtr::logic_error);
+    CHECK_THROWS_AS(b.set_options({.after_body_share = std::numeric_limits<double>::quiet_NaN()}),
+                    dtr::logic_error);
     CHECK(b.options().allocation_fault_rate == 1); // unchanged by the rejected options
     try {
         (void)faulty_host({.allocation_fault_rate = 2});
     } catch (const dtr::logic_error& e) {
-        CHECK(std::string(e.what()).find("allocation_fault_rate must be in [0, 1]") != std::string::npos);
+        CHECK(std::string(e.what()).find("allocation_fault_rate must be in [0, 1]") !=
+              std::string::npos);
     }
 }
 
-TEST_CASE("the runtime evicts around refused allocations and reports out_of_memory when it cannot") {
-    dtr::runtime<faulty_host> rt({.budget = 256}, faulty_host({.seed = 11, .allocation_fault_rate = 0.3}));
+TEST_CASE(
+    "the runtime evicts around refused allocations and reports out_of_memory when it cannot") {
+    dtr::runtime<faulty_host> rt({.budget = 256},
+                                 faulty_host({.seed = 11, .allocation_fault_rate = 0.3}));
     rt.backend().set_enabled(false);
     tensor x = rt.constant(16, fill_with(3));
     rt.backend().set_enabled(true);
@@ -235,14 +250,19 @@ TEST_CASE("the runtime evicts around refused allocations and reports out_of_memo
     CHECK(rt.backend().used_bytes() == 0);
 }
 
-TEST_CASE("an execution that fails before or after its body leaves no trace, also in a rematerialization") {
+TEST_CASE(
+    "an execution that fails before or after its body leaves no trace, also in a "
+    "rematerialization") {
     for (const double share : {0.0, 1.0}) {
         CAPTURE(share);
-        dtr::runtime<faulty_host> rt({.budget = 64}, faulty_host({.seed = 5, .execution_fault_rate = 0.4, .after_body_share = share}));
+        dtr::runtime<faulty_host> rt(
+            {.budget = 64},
+            faulty_host({.seed = 5, .execution_fault_rate = 0.4, .after_body_share = share}));
         rt.backend().set_enabled(false);
         tensor x = rt.constant(16, fill_with(9));
         std::vector<tensor> chain{x};
-        for (int i = 0; i < 6; ++i) chain.push_back(rt.call(add_op{1}, {chain.back()}, {.cost = 1}));
+        for (int i = 0; i < 6; ++i)
+            chain.push_back(rt.call(add_op{1}, {chain.back()}, {.cost = 1}));
         rt.backend().set_enabled(true);
         // Everything but the last link is evicted by now: reading the first recomputes the
         // chain up to it, with faults at random depths.
@@ -251,12 +271,14 @@ TEST_CASE("an execution that fails before or after its body leaves no trace, als
             for (;;) {
                 const std::size_t storages = rt.storage_count(), ops = rt.operator_count();
                 try {
-                    const std::vector<std::uint8_t> got = read(rt, chain[static_cast<std::size_t>(i)]);
+                    const std::vector<std::uint8_t> got =
+                        read(rt, chain[static_cast<std::size_t>(i)]);
                     CHECK(got == pattern_of(9, 16, i));
                     break;
                 } catch (const dtr::injected_fault& e) {
                     ++failures;
-                    CHECK(e.site() == (share == 0 ? dtr::fault_site::before_body : dtr::fault_site::after_body));
+                    CHECK(e.site() == (share == 0 ? dtr::fault_site::before_body
+                                                  : dtr::fault_site::after_body));
                     CHECK(rt.storage_count() == storages);
                     CHECK(rt.operator_count() == ops);
                     rt.check_invariants();
@@ -278,9 +300,11 @@ TEST_CASE("an execution that fails before or after its body leaves no trace, als
     }
 }
 
-TEST_CASE("deferred costs: a measurement whose execution failed after its body is never handed over") {
+TEST_CASE(
+    "deferred costs: a measurement whose execution failed after its body is never handed over") {
     using faulty_deferred = dtr::fault_injecting_backend<deferred_host_backend>;
-    dtr::runtime<faulty_deferred> rt({}, faulty_deferred({.seed = 2, .execution_fault_rate = 0.5, .after_body_share = 1}));
+    dtr::runtime<faulty_deferred> rt(
+        {}, faulty_deferred({.seed = 2, .execution_fault_rate = 0.5, .after_body_share = 1}));
     tensor x = rt.constant(8, fill_with(0));
     std::vector<tensor> kept;
     int failed = 0;
@@ -302,8 +326,7 @@ TEST_CASE("deferred costs: a measurement whose execution failed after its body i
         try {
             (void)probe.execute([] {});
             expected += 10.0 * i;
-        } catch (const dtr::injected_fault&) {
-        }
+        } catch (const dtr::injected_fault&) {}
     }
     CHECK(rt.stats().compute_cost == doctest::Approx(expected));
     CHECK(rt.clock() == doctest::Approx(expected));

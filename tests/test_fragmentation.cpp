@@ -36,7 +36,9 @@ namespace {
 using kind = window_block::kind;
 using arena_rt = dtr::runtime<dtr::host_arena_backend, dtr::heuristics::lru>;
 
-window_block free_block(std::size_t offset, std::size_t size) { return {offset, size, kind::free, 0}; }
+window_block free_block(std::size_t offset, std::size_t size) {
+    return {offset, size, kind::free, 0};
+}
 window_block wall(std::size_t offset, std::size_t size) { return {offset, size, kind::fixed, 0}; }
 window_block live(std::size_t offset, std::size_t size, double score) {
     return {offset, size, kind::evictable, score};
@@ -67,7 +69,8 @@ struct interleaved_region {
             constants.push_back(rt.constant(64, fill_with(static_cast<std::uint8_t>(10 * i))));
             old.push_back(rt.call(add_op{i + 1}, {constants.front()}, {.cost = 1}));
         }
-        for (int i = 0; i < 8; ++i) young.push_back(rt.call(add_op{20 + i}, {constants.front()}, {.cost = 1}));
+        for (int i = 0; i < 8; ++i)
+            young.push_back(rt.call(add_op{20 + i}, {constants.front()}, {.cost = 1}));
         REQUIRE(rt.backend().used_bytes() == 1024);
         REQUIRE(rt.evict(young[1]));
         REQUIRE(rt.evict(young[4]));
@@ -75,12 +78,13 @@ struct interleaved_region {
         // The holes are units 9 and 12 (read from the layout: pinning to ask a tensor's
         // address would count as a use and change the LRU order).
         std::vector<std::size_t> holes;
-        rt.backend().layout().for_each_block([&](std::size_t offset, std::size_t size, bool is_free) {
-            if (is_free) {
-                CHECK(size == 64);
-                holes.push_back(offset / 64);
-            }
-        });
+        rt.backend().layout().for_each_block(
+            [&](std::size_t offset, std::size_t size, bool is_free) {
+                if (is_free) {
+                    CHECK(size == 64);
+                    holes.push_back(offset / 64);
+                }
+            });
         REQUIRE(holes == std::vector<std::size_t>{9, 12});
         setup_evictions = rt.stats().evictions;
     }
@@ -89,15 +93,18 @@ struct interleaved_region {
 
     void check_values() {
         for (int i = 0; i < 4; ++i) {
-            CHECK(read(rt, constants[static_cast<std::size_t>(i)]) == pattern(static_cast<std::uint8_t>(10 * i)));
+            CHECK(read(rt, constants[static_cast<std::size_t>(i)]) ==
+                  pattern(static_cast<std::uint8_t>(10 * i)));
             CHECK(read(rt, old[static_cast<std::size_t>(i)]) == pattern(0, i + 1));
         }
-        for (int i = 0; i < 8; ++i) CHECK(read(rt, young[static_cast<std::size_t>(i)]) == pattern(0, 20 + i));
+        for (int i = 0; i < 8; ++i)
+            CHECK(read(rt, young[static_cast<std::size_t>(i)]) == pattern(0, 20 + i));
     }
 
     static std::vector<std::uint8_t> pattern(std::uint8_t first, int delta = 0) {
         std::vector<std::uint8_t> v(64);
-        for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::uint8_t>(first + i + delta);
+        for (std::size_t i = 0; i < v.size(); ++i)
+            v[i] = static_cast<std::uint8_t>(first + i + delta);
         return v;
     }
 };
@@ -106,8 +113,8 @@ struct interleaved_region {
 
 TEST_CASE("cheapest_window: lowest total score among wall-free runs that span the request") {
     // [free 64][a 64, 5][b 64, 1][wall 64][c 64, 2][d 64, 2][free 64]
-    const std::vector<window_block> blocks{free_block(0, 64), live(64, 64, 5),  live(128, 64, 1),
-                                           wall(192, 64),     live(256, 64, 2), live(320, 64, 2),
+    const std::vector<window_block> blocks{free_block(0, 64),  live(64, 64, 5),  live(128, 64, 1),
+                                           wall(192, 64),      live(256, 64, 2), live(320, 64, 2),
                                            free_block(384, 64)};
     SUBCASE("128 bytes: b with a neighbour costs more than c's free neighbour... d and the hole") {
         const auto w = dtr::cheapest_window(blocks, 128);
@@ -140,7 +147,8 @@ TEST_CASE("cheapest_window: lowest total score among wall-free runs that span th
     }
 }
 
-TEST_CASE("cheapest_window: ties go to fewer evictions, then fewer bytes; odd scores stay ordered") {
+TEST_CASE(
+    "cheapest_window: ties go to fewer evictions, then fewer bytes; odd scores stay ordered") {
     SUBCASE("equal scores: the window evicting one storage beats the one evicting two") {
         const std::vector<window_block> blocks{live(0, 64, 1), live(64, 64, 0), wall(128, 64),
                                                live(192, 128, 1)};
@@ -151,7 +159,8 @@ TEST_CASE("cheapest_window: ties go to fewer evictions, then fewer bytes; odd sc
     }
     SUBCASE("a negative score counts as 0 and NaN as the most expensive") {
         const double nan = std::numeric_limits<double>::quiet_NaN();
-        const std::vector<window_block> blocks{live(0, 64, nan), live(64, 64, -3), live(128, 64, 0.5)};
+        const std::vector<window_block> blocks{live(0, 64, nan), live(64, 64, -3),
+                                               live(128, 64, 0.5)};
         const auto w = dtr::cheapest_window(blocks, 128);
         REQUIRE(w.has_value());
         CHECK(w->offset == 64);
@@ -165,7 +174,8 @@ TEST_CASE("cheapest_window: ties go to fewer evictions, then fewer bytes; odd sc
         CHECK_FALSE(dtr::cheapest_window(blocks, 128).has_value());
     }
     SUBCASE("small scores next to huge ones are summed exactly, not by differences") {
-        const std::vector<window_block> blocks{live(0, 64, 1e300), live(64, 64, 1e-300), free_block(128, 64)};
+        const std::vector<window_block> blocks{live(0, 64, 1e300), live(64, 64, 1e-300),
+                                               free_block(128, 64)};
         const auto w = dtr::cheapest_window(blocks, 128);
         REQUIRE(w.has_value());
         CHECK(w->offset == 64);
@@ -173,7 +183,8 @@ TEST_CASE("cheapest_window: ties go to fewer evictions, then fewer bytes; odd sc
     }
 }
 
-TEST_CASE("cheapest_window on a real arena: evicting the window leaves a block that holds the request") {
+TEST_CASE(
+    "cheapest_window on a real arena: evicting the window leaves a block that holds the request") {
     dtr::arena a(64 * 256, 256);
     std::vector<std::size_t> offsets;
     for (int i = 0; i < 64; ++i) offsets.push_back(*a.allocate(256));
@@ -266,10 +277,13 @@ TEST_CASE("runtime: a pinned storage is never part of a window") {
     win.check_values();
 }
 
-TEST_CASE("runtime: with no window at all, out_of_memory comes at once instead of after evicting everything") {
+TEST_CASE(
+    "runtime: with no window at all, out_of_memory comes at once instead of after evicting "
+    "everything") {
     // c0 o1 c1 o2 c2 o3 c3 o4, each o between walls once the last unit is a constant too:
     // no two adjacent units can ever be freed together.
-    for (const auto policy : {dtr::fragmentation_policy::window, dtr::fragmentation_policy::one_by_one}) {
+    for (const auto policy :
+         {dtr::fragmentation_policy::window, dtr::fragmentation_policy::one_by_one}) {
         CAPTURE(static_cast<int>(policy));
         arena_rt rt({.budget = 512, .fragmentation = policy}, dtr::host_arena_backend(512));
         std::vector<tensor> constants, outs;
@@ -280,7 +294,8 @@ TEST_CASE("runtime: with no window at all, out_of_memory comes at once instead o
         REQUIRE(rt.evict(outs[0]));
         REQUIRE(rt.evict(outs[1])); // 384 of 512 resident: 128 fit the budget, no hole does
         const std::uint64_t before = rt.stats().evictions;
-        CHECK_THROWS_AS((void)rt.call(mix_op{128}, {constants.front()}, {.cost = 1}), dtr::out_of_memory);
+        CHECK_THROWS_AS((void)rt.call(mix_op{128}, {constants.front()}, {.cost = 1}),
+                        dtr::out_of_memory);
         CHECK(rt.stats().fragmented_allocations == 1);
         if (policy == dtr::fragmentation_policy::window) {
             CHECK(rt.stats().evictions == before);
@@ -292,7 +307,8 @@ TEST_CASE("runtime: with no window at all, out_of_memory comes at once instead o
         rt.check_invariants();
         CHECK(read(rt, outs[0]) == std::vector<std::uint8_t>{[] {
                   std::vector<std::uint8_t> v(64);
-                  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::uint8_t>(i + 1);
+                  for (std::size_t i = 0; i < v.size(); ++i)
+                      v[i] = static_cast<std::uint8_t>(i + 1);
                   return v;
               }()});
     }
@@ -304,7 +320,8 @@ namespace {
 //! that round badly, releases, views, and reads of everything at the end. Returns the bytes
 //! read, in order, for comparison across runtimes.
 template <class Runtime>
-std::vector<std::vector<std::uint8_t>> random_program(Runtime& rt, std::uint32_t seed, std::size_t region) {
+std::vector<std::vector<std::uint8_t>> random_program(Runtime& rt, std::uint32_t seed,
+                                                      std::size_t region) {
     std::mt19937 rng(seed);
     std::vector<tensor> live{rt.constant(65, fill_with(static_cast<std::uint8_t>(seed)))};
     const tensor w = live.front();
@@ -312,9 +329,11 @@ std::vector<std::vector<std::uint8_t>> random_program(Runtime& rt, std::uint32_t
     for (int i = 0; i < 150; ++i) {
         const tensor in = live[rng() % live.size()];
         const std::size_t bytes = 1 + rng() % 200;
-        live.push_back(rt.call(mix_op{bytes}, {in, w}, {.cost = 1.0 + static_cast<double>(rng() % 7)}));
+        live.push_back(
+            rt.call(mix_op{bytes}, {in, w}, {.cost = 1.0 + static_cast<double>(rng() % 7)}));
         if (rng() % 8 == 0) live.push_back(rt.view(live.back(), 0, live.back().size() / 2));
-        if (live.size() > 20) live.erase(live.begin() + 1 + static_cast<std::ptrdiff_t>(rng() % (live.size() - 1)));
+        if (live.size() > 20)
+            live.erase(live.begin() + 1 + static_cast<std::ptrdiff_t>(rng() % (live.size() - 1)));
         if (rng() % 10 == 0) seen.push_back(read(rt, live[rng() % live.size()]));
         if constexpr (requires { rt.backend().layout().used_bytes(); })
             CHECK(rt.backend().layout().used_bytes() <= region);
@@ -326,14 +345,17 @@ std::vector<std::vector<std::uint8_t>> random_program(Runtime& rt, std::uint32_t
 
 } // namespace
 
-TEST_CASE("runtime: random programs keep the budget and the region and read identical values in both modes") {
+TEST_CASE(
+    "runtime: random programs keep the budget and the region and read identical values in both "
+    "modes") {
     constexpr std::size_t region = 2560;
     std::uint64_t fragmented = 0, window_evictions = 0;
     for (std::uint32_t seed = 1; seed <= 30; ++seed) {
         CAPTURE(seed);
         dtr::runtime<dtr::host_backend, dtr::heuristics::dtr_local> reference;
         const auto expected = random_program(reference, seed, region);
-        for (const auto policy : {dtr::fragmentation_policy::window, dtr::fragmentation_policy::one_by_one}) {
+        for (const auto policy :
+             {dtr::fragmentation_policy::window, dtr::fragmentation_policy::one_by_one}) {
             CAPTURE(static_cast<int>(policy));
             dtr::runtime<dtr::host_arena_backend, dtr::heuristics::dtr_local> rt(
                 {.budget = region, .fragmentation = policy}, dtr::host_arena_backend(region));
@@ -356,7 +378,8 @@ TEST_CASE("runtime: random programs keep the budget and the region and read iden
     CHECK(window_evictions > 0);
 }
 
-TEST_CASE("sim_backend: the arena takes windows; the endless address space is untouched by the option") {
+TEST_CASE(
+    "sim_backend: the arena takes windows; the endless address space is untouched by the option") {
     auto op = [](dtr::op_context<dtr::sim_backend>& ctx) { ctx.output(0, ctx.input(0).size()); };
     auto big = [](dtr::op_context<dtr::sim_backend>& ctx) { ctx.output(0, 512); };
     SUBCASE("with an arena") {
@@ -377,13 +400,15 @@ TEST_CASE("sim_backend: the arena takes windows; the endless address space is un
     }
     SUBCASE("endless, with a capacity below the budget: both policies make the same choices") {
         std::vector<dtr::counters> stats;
-        for (const auto policy : {dtr::fragmentation_policy::window, dtr::fragmentation_policy::one_by_one}) {
-            dtr::runtime<dtr::sim_backend, dtr::heuristics::lru> rt({.budget = 4096, .fragmentation = policy},
-                                                                    dtr::sim_backend(1024));
+        for (const auto policy :
+             {dtr::fragmentation_policy::window, dtr::fragmentation_policy::one_by_one}) {
+            dtr::runtime<dtr::sim_backend, dtr::heuristics::lru> rt(
+                {.budget = 4096, .fragmentation = policy}, dtr::sim_backend(1024));
             CHECK_FALSE(rt.backend().has_layout());
             tensor w = rt.constant(256);
             std::vector<tensor> chain;
-            for (int i = 0; i < 12; ++i) chain.push_back(rt.call(op, {chain.empty() ? w : chain.back()}, {.cost = 1}));
+            for (int i = 0; i < 12; ++i)
+                chain.push_back(rt.call(op, {chain.empty() ? w : chain.back()}, {.cost = 1}));
             for (const tensor& t : chain) (void)rt.pin(t);
             stats.push_back(rt.stats());
         }
@@ -395,7 +420,8 @@ TEST_CASE("sim_backend: the arena takes windows; the endless address space is un
     }
 }
 
-TEST_CASE("arena placement::high: the top of the highest hole that fits; invariants hold under churn") {
+TEST_CASE(
+    "arena placement::high: the top of the highest hole that fits; invariants hold under churn") {
     dtr::arena a(4096, 256);
     CHECK(a.allocate(100, dtr::arena::placement::high) == std::optional<std::size_t>{3840});
     CHECK(a.allocate(100) == std::optional<std::size_t>{0});
@@ -409,7 +435,8 @@ TEST_CASE("arena placement::high: the top of the highest hole that fits; invaria
     for (int i = 0; i < 5000; ++i) {
         if (live.empty() || rng() % 3 != 0) {
             const std::size_t bytes = rng() % 600;
-            const auto o = rng() % 2 ? a.allocate(bytes, dtr::arena::placement::high) : a.allocate(bytes);
+            const auto o =
+                rng() % 2 ? a.allocate(bytes, dtr::arena::placement::high) : a.allocate(bytes);
             if (o) live.push_back(*o);
         } else {
             const std::size_t k = rng() % live.size();
@@ -420,8 +447,10 @@ TEST_CASE("arena placement::high: the top of the highest hole that fits; invaria
     }
 }
 
-TEST_CASE("runtime placement constants_high: constants from the top, the rest best-fit, same values") {
-    for (const auto placement : {dtr::placement_policy::best_fit, dtr::placement_policy::constants_high}) {
+TEST_CASE(
+    "runtime placement constants_high: constants from the top, the rest best-fit, same values") {
+    for (const auto placement :
+         {dtr::placement_policy::best_fit, dtr::placement_policy::constants_high}) {
         CAPTURE(static_cast<int>(placement));
         arena_rt rt({.budget = 1024, .placement = placement}, dtr::host_arena_backend(1024));
         tensor w = rt.constant(64, fill_with(5));
@@ -435,7 +464,8 @@ TEST_CASE("runtime placement constants_high: constants from the top, the rest be
         CHECK(offset_of(rt, b) == (high ? 64u : 192u));
         CHECK(read(rt, b) == std::vector<std::uint8_t>{[] {
                   std::vector<std::uint8_t> x(64);
-                  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<std::uint8_t>(9 + i + 2);
+                  for (std::size_t i = 0; i < x.size(); ++i)
+                      x[i] = static_cast<std::uint8_t>(9 + i + 2);
                   return x;
               }()});
         rt.check_invariants();
@@ -456,7 +486,8 @@ TEST_CASE("runtime: a window's cost is its members' scores times their bytes") {
     tensor x = rt.call(add_op{2}, {c0}, {.cost = 1});
     constants.push_back(rt.constant(64, fill_with(2)));
     tensor y = rt.call(add_op{3}, {c0}, {.cost = 1});
-    for (int i = 3; i < 11; ++i) constants.push_back(rt.constant(64, fill_with(static_cast<std::uint8_t>(i))));
+    for (int i = 3; i < 11; ++i)
+        constants.push_back(rt.constant(64, fill_with(static_cast<std::uint8_t>(i))));
     REQUIRE(rt.backend().used_bytes() == 1024);
     REQUIRE(rt.evict(x));
     REQUIRE(rt.evict(y));

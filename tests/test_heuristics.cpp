@@ -37,18 +37,18 @@ struct recorder : H {
 
     template <class S>
     void on_create(S& s, const dtr::heuristic_context& c) {
-        if constexpr (requires(H& p) { p.on_create(s, c); }) H::on_create(s, c);
+        if constexpr (requires(H & p) { p.on_create(s, c); }) H::on_create(s, c);
         if (created.size() <= s.id()) created.resize(s.id() + 1, nullptr);
         created[s.id()] = &s;
     }
     template <class S>
     void on_destroy(S& s, const dtr::heuristic_context& c) {
-        if constexpr (requires(H& p) { p.on_destroy(s, c); }) H::on_destroy(s, c);
+        if constexpr (requires(H & p) { p.on_destroy(s, c); }) H::on_destroy(s, c);
         created[s.id()] = nullptr;
     }
     template <class S>
     void on_evict(S& s, const dtr::heuristic_context& c) {
-        if constexpr (requires(H& p) { p.on_evict(s, c); }) H::on_evict(s, c);
+        if constexpr (requires(H & p) { p.on_evict(s, c); }) H::on_evict(s, c);
         victims.push_back(s.id());
     }
 };
@@ -146,15 +146,17 @@ TEST_CASE("policies are named in code and on command lines") {
     CHECK(std::string(h::dtr_ancestors_soft::name) == "dtr_ancestors_soft");
     CHECK(std::string(h::dtr_held::name) == "dtr_held");
     CHECK(std::string(h::dtr_reduced::name) == "ablation-estar-size-nostale");
-    CHECK(std::string(h::ablation<h::cost::eqclass, false, true>::name) == "ablation-eqclass-nosize-stale");
-    CHECK(std::string(h::ablation<h::cost::none, true, false>::name) == "ablation-none-size-nostale");
+    CHECK(std::string(h::ablation<h::cost::eqclass, false, true>::name) ==
+          "ablation-eqclass-nosize-stale");
+    CHECK(std::string(h::ablation<h::cost::none, true, false>::name) ==
+          "ablation-none-size-nostale");
     CHECK(std::string(search::indexed<h::dtr_eqclass>::name) == "indexed:dtr_eqclass");
     CHECK(std::string(search::sampled<h::dtr>::name) == "sampled:dtr");
     CHECK(std::string(search::skip_small<h::lru>::name) == "skip_small:lru");
     CHECK(std::string(search::exhaustive<h::msps>::name) == "exhaustive:msps");
 
-    for (const char* name : {"dtr", "dtr_eqclass", "dtr_local", "msps", "lru", "largest", "random", "dtr_ancestors",
-                             "dtr_ancestors_soft", "dtr_held",
+    for (const char* name : {"dtr", "dtr_eqclass", "dtr_local", "msps", "lru", "largest", "random",
+                             "dtr_ancestors", "dtr_ancestors_soft", "dtr_held",
                              "ablation-estar-size-nostale", "ablation-eqclass-size-stale",
                              "ablation-local-nosize-nostale", "ablation-none-nosize-stale"}) {
         std::string found;
@@ -165,8 +167,9 @@ TEST_CASE("policies are named in code and on command lines") {
     CHECK_FALSE(h::with_heuristic("belady", [](auto) {}));
     CHECK(search::with_strategy<h::dtr_eqclass>("indexed", [](auto) {}));
     CHECK_FALSE(search::with_strategy<h::lru>("indexed", [](auto) {})); // not factored
-    CHECK_FALSE(search::with_strategy<h::dtr_ancestors_soft>("indexed", [](auto) {})); // exponent != 1
-    CHECK_FALSE(search::with_strategy<h::dtr_held>("indexed", [](auto) {}));          // not factored
+    CHECK_FALSE(
+        search::with_strategy<h::dtr_ancestors_soft>("indexed", [](auto) {})); // exponent != 1
+    CHECK_FALSE(search::with_strategy<h::dtr_held>("indexed", [](auto) {}));   // not factored
     CHECK(search::with_strategy<h::dtr_ancestors>("indexed", [](auto) {}));
     CHECK(search::with_strategy<h::lru>("sampled", [](auto) {}));
 }
@@ -206,7 +209,7 @@ TEST_CASE("each policy's score on a chain with an evicted segment (G1)") {
         auto [a, d] = g1_scores<h::dtr_ancestors_soft>();
         CHECK(a == 2.0 / (8 * std::pow(115.0, 0.7)));
         CHECK(d == (7.0 + 8) / (8 * std::pow(100.0, 0.7)));
-        CHECK(a < 2.0 / 8);  // staleness still counts
+        CHECK(a < 2.0 / 8); // staleness still counts
         CHECK(a > 2.0 / (8 * 115));
     }
     {
@@ -252,7 +255,8 @@ TEST_CASE("ablation switches (the paper's Appendix D)") {
         CHECK(sd == doctest::Approx(d).epsilon(1e-15));
     };
     using std::type_identity;
-    check(type_identity<h::ablation<h::cost::estar<>, true, true>>{}, 10.0 / (8 * 115), 15.0 / (8 * 100));
+    check(type_identity<h::ablation<h::cost::estar<>, true, true>>{}, 10.0 / (8 * 115),
+          15.0 / (8 * 100));
     check(type_identity<h::dtr_reduced>{}, 10.0 / 8, 15.0 / 8); // Theorem 3.1's reduced heuristic
     check(type_identity<h::ablation<h::cost::estar<>, false, true>>{}, 10.0 / 115, 15.0 / 100);
     check(type_identity<h::ablation<h::cost::estar<>, false, false>>{}, 10.0, 15.0);
@@ -262,7 +266,8 @@ TEST_CASE("ablation switches (the paper's Appendix D)") {
     check(type_identity<h::ablation<h::cost::local, true, false>>{}, 2.0 / 8, 7.0 / 8);
     check(type_identity<h::ablation<h::cost::local, false, true>>{}, 2.0 / 115, 7.0 / 100);
     check(type_identity<h::ablation<h::cost::local, false, false>>{}, 2.0, 7.0);
-    check(type_identity<h::ablation<h::cost::none, true, true>>{}, 1.0 / (8 * 115), 1.0 / (8 * 100));
+    check(type_identity<h::ablation<h::cost::none, true, true>>{}, 1.0 / (8 * 115),
+          1.0 / (8 * 100));
     check(type_identity<h::ablation<h::cost::none, true, false>>{}, 1.0 / 8, 1.0 / 8);
     check(type_identity<h::ablation<h::cost::none, false, true>>{}, 1.0 / 115, 1.0 / 100);
 }
@@ -447,13 +452,16 @@ namespace {
 //! A churning random program on the simulated backend: many storages, accesses, evictions
 //! and rematerializations.
 template <class Runtime>
-void step_once(Runtime& rt, std::vector<tensor>& live, const std::vector<tensor>& in, std::size_t bytes,
-               double cost, bool multi, bool two, bool read, std::size_t read_at);
+void step_once(Runtime& rt, std::vector<tensor>& live, const std::vector<tensor>& in,
+               std::size_t bytes, double cost, bool multi, bool two, bool read,
+               std::size_t read_at);
 
 template <class Runtime>
 void churn(Runtime& rt, std::uint64_t seed, std::size_t steps, std::size_t live_target) {
     std::mt19937_64 rng(seed);
-    auto pick = [&](std::size_t n) { return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng); };
+    auto pick = [&](std::size_t n) {
+        return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng);
+    };
     std::vector<tensor> live{rt.constant(16)};
     for (std::size_t step = 0; step < steps; ++step) {
         // Iterations: every 300 steps the program drops everything but its constant, as a
@@ -483,13 +491,15 @@ void churn(Runtime& rt, std::uint64_t seed, std::size_t steps, std::size_t live_
         }
         // Release among the oldest (the constant at 0 stays).
         while (live.size() > live_target)
-            live.erase(live.begin() + static_cast<std::ptrdiff_t>(1 + pick(std::min<std::size_t>(live.size() - 1, 64))));
+            live.erase(live.begin() + static_cast<std::ptrdiff_t>(
+                                          1 + pick(std::min<std::size_t>(live.size() - 1, 64))));
     }
 }
 
 template <class Runtime>
-void step_once(Runtime& rt, std::vector<tensor>& live, const std::vector<tensor>& in, std::size_t bytes,
-               double cost, bool multi, bool two, bool read, std::size_t read_at) {
+void step_once(Runtime& rt, std::vector<tensor>& live, const std::vector<tensor>& in,
+               std::size_t bytes, double cost, bool multi, bool two, bool read,
+               std::size_t read_at) {
     {
         if (multi) {
             auto outs = rt.template call<2>(
@@ -503,7 +513,9 @@ void step_once(Runtime& rt, std::vector<tensor>& live, const std::vector<tensor>
         } else {
             live.push_back(rt.call(out(bytes), in, {.cost = cost}));
         }
-        if (read) { auto pin = rt.pin(live[read_at]); }
+        if (read) {
+            auto pin = rt.pin(live[read_at]);
+        }
     }
 }
 
@@ -513,9 +525,10 @@ template <class Strategy>
 struct agreement_probe : Strategy {
     using Strategy::Strategy;
     struct tally {
-        std::uint64_t decisions = 0, victim_differs = 0, score_differs = 0, evaluations = 0, pool = 0;
+        std::uint64_t decisions = 0, victim_differs = 0, score_differs = 0, evaluations = 0,
+                      pool = 0;
         std::uint64_t decrease_rekeys = 0; //!< re-keys after a reported decrease (the risky path)
-        double max_gap = 0; //!< max (score(victim) - min score) / min score
+        double max_gap = 0;                //!< max (score(victim) - min score) / min score
     } stats;
 
     template <class Pool>
@@ -539,7 +552,7 @@ struct agreement_probe : Strategy {
             ++stats.score_differs;
             const double gap = best > 0 && std::isfinite(best) ? (got - best) / best
                                : got == best                   ? 0.0
-                                                               : std::numeric_limits<double>::infinity();
+                                             : std::numeric_limits<double>::infinity();
             stats.max_gap = std::max(stats.max_gap, gap);
         }
         return mine;
@@ -547,12 +560,14 @@ struct agreement_probe : Strategy {
 };
 
 template <class Strategy>
-typename agreement_probe<Strategy>::tally agreement_on_churn(double tolerance, std::size_t programs) {
+typename agreement_probe<Strategy>::tally agreement_on_churn(double tolerance,
+                                                             std::size_t programs) {
     typename agreement_probe<Strategy>::tally sum;
     for (std::uint64_t p = 0; p < programs; ++p) {
         using H = typename Strategy::inner_type;
         dtr::runtime<dtr::sim_backend, agreement_probe<Strategy>> rt(
-            {.budget = 4000 + 1000 * (p % 4)}, dtr::sim_backend{}, agreement_probe<Strategy>(H{}, tolerance));
+            {.budget = 4000 + 1000 * (p % 4)}, dtr::sim_backend{},
+            agreement_probe<Strategy>(H{}, tolerance));
         churn(rt, 1000 + p, 3000, 400);
         rt.check_invariants();
         const auto& t = rt.heuristic().stats;
@@ -572,22 +587,25 @@ void check_indexed_agreement() {
     INFO(H::name);
     const auto exact = agreement_on_churn<search::indexed<H>>(0.0, 6);
     const auto approx = agreement_on_churn<search::indexed<H>>(0.125, 6);
-    std::printf("indexed:%-28s exact: %llu decisions, victim differs %llu (%.2f%%), score differs %llu, "
-                "max gap %.3g, %.1f evaluations/decision (pool %.0f), %llu re-keys after decreases | "
-                "tolerance 1/8: victim differs "
-                "%.2f%%, max gap %.3g, %.1f evaluations/decision\n",
-                H::name, static_cast<unsigned long long>(exact.decisions),
-                static_cast<unsigned long long>(exact.victim_differs),
-                100.0 * static_cast<double>(exact.victim_differs) / static_cast<double>(exact.decisions),
-                static_cast<unsigned long long>(exact.score_differs), exact.max_gap,
-                static_cast<double>(exact.evaluations) / static_cast<double>(exact.decisions),
-                static_cast<double>(exact.pool) / static_cast<double>(exact.decisions),
-                static_cast<unsigned long long>(exact.decrease_rekeys), 100.0 * static_cast<double>(approx.victim_differs) / static_cast<double>(approx.decisions),
-                approx.max_gap, static_cast<double>(approx.evaluations) / static_cast<double>(approx.decisions));
+    std::printf(
+        "indexed:%-28s exact: %llu decisions, victim differs %llu (%.2f%%), score differs %llu, "
+        "max gap %.3g, %.1f evaluations/decision (pool %.0f), %llu re-keys after decreases | "
+        "tolerance 1/8: victim differs "
+        "%.2f%%, max gap %.3g, %.1f evaluations/decision\n",
+        H::name, static_cast<unsigned long long>(exact.decisions),
+        static_cast<unsigned long long>(exact.victim_differs),
+        100.0 * static_cast<double>(exact.victim_differs) / static_cast<double>(exact.decisions),
+        static_cast<unsigned long long>(exact.score_differs), exact.max_gap,
+        static_cast<double>(exact.evaluations) / static_cast<double>(exact.decisions),
+        static_cast<double>(exact.pool) / static_cast<double>(exact.decisions),
+        static_cast<unsigned long long>(exact.decrease_rekeys),
+        100.0 * static_cast<double>(approx.victim_differs) / static_cast<double>(approx.decisions),
+        approx.max_gap,
+        static_cast<double>(approx.evaluations) / static_cast<double>(approx.decisions));
     CHECK(exact.decisions > 1000);
     if constexpr (!std::is_same_v<typename H::cost_model, h::cost::local>)
         CHECK(exact.decrease_rekeys > 0); // the decrease notifications were exercised
-    CHECK(exact.score_differs == 0); // exact mode: the minimum score, bit for bit
+    CHECK(exact.score_differs == 0);      // exact mode: the minimum score, bit for bit
     CHECK(exact.max_gap == 0);
     CHECK(approx.max_gap <= 0.125 * (1 + 1e-9));
     // The point of the index: far fewer scores than storages.
@@ -629,7 +647,8 @@ TEST_CASE("indexed search agrees on the property test's random programs") {
         run(std::type_identity<h::dtr_ancestors>{});
     }
     std::printf("indexed on property programs: %llu decisions, %llu victims differ (ties)\n",
-                static_cast<unsigned long long>(decisions), static_cast<unsigned long long>(differs));
+                static_cast<unsigned long long>(decisions),
+                static_cast<unsigned long long>(differs));
     CHECK(decisions > 500);
 }
 
@@ -646,7 +665,8 @@ struct estar_probe : H {
         search::detail::last_lowest<S> scan;
         for (S& s : pool) {
             const double cached = this->numerator(s, quiet);
-            const double fresh = static_cast<double>(s.cost()) + this->model().neighbourhood_cost(s, quiet);
+            const double fresh =
+                static_cast<double>(s.cost()) + this->model().neighbourhood_cost(s, quiet);
             ++checked;
             if (cached != fresh) ++mismatches;
             scan.offer(s, this->score(s, quiet));
@@ -705,7 +725,8 @@ TEST_CASE("the cached e* always equals a fresh traversal") {
             checked += rt.heuristic().checked;
         }
         {
-            dtr::runtime<dtr::sim_backend, estar_probe<h::msps>> rt({.budget = 5000, .dealloc = dtr::dealloc_policy::banish});
+            dtr::runtime<dtr::sim_backend, estar_probe<h::msps>> rt(
+                {.budget = 5000, .dealloc = dtr::dealloc_policy::banish});
             churn(rt, seed + 10, 2000, 200);
             CHECK(rt.heuristic().mismatches == 0);
             checked += rt.heuristic().checked;
@@ -749,7 +770,8 @@ TEST_CASE("random, sampled and skip_small are reproducible") {
         return rt.heuristic().victims;
     };
     using std::type_identity;
-    const auto r1 = victims(type_identity<h::random>{}, 1), r1b = victims(type_identity<h::random>{}, 1);
+    const auto r1 = victims(type_identity<h::random>{}, 1),
+               r1b = victims(type_identity<h::random>{}, 1);
     const auto r2 = victims(type_identity<h::random>{}, 2);
     CHECK(r1.size() > 100);
     CHECK(r1 == r1b);
@@ -774,7 +796,8 @@ TEST_CASE("sampled search scores about sqrt(n) storages per decision") {
         churn(rt, 3, 3000, 400);
         const auto& st = rt.stats();
         REQUIRE(st.victim_searches > 100);
-        return static_cast<double>(st.heuristic_evaluations) / static_cast<double>(st.victim_searches);
+        return static_cast<double>(st.heuristic_evaluations) /
+               static_cast<double>(st.victim_searches);
     };
     const double scan = per_decision(std::type_identity<search::exhaustive<h::dtr_eqclass>>{});
     const double sample = per_decision(std::type_identity<search::sampled<h::dtr_eqclass>>{});
@@ -800,7 +823,7 @@ TEST_CASE("metadata accesses are counted by evaluation and maintenance") {
     CHECK(local_acc == local_eval); // one record per score, nothing to maintain
     CHECK(eq_acc > eq_eval);        // neighbours and class nodes
     CHECK(dtr_acc > dtr_eval);
-    CHECK(ix_eval > 0);             // counted by the strategy's own choose()
+    CHECK(ix_eval > 0); // counted by the strategy's own choose()
     CHECK(ix_acc > ix_eval);
-    CHECK(rnd_acc == rnd_eval);     // one draw, one access
+    CHECK(rnd_acc == rnd_eval); // one draw, one access
 }

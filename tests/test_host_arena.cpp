@@ -202,10 +202,14 @@ TEST_CASE("budget equal to the region: the physical footprint never exceeds it")
         if (i % 9 == 0) live.push_back(rt.view(live.back(), 0, live.back().size() / 2));
         if (i % 11 == 0) {
             tensor target = live.back();
-            rt.mutate([](arena_context& ctx) {
-                auto io = ctx.inout(0);
-                for (std::size_t k = 0; k < io.size(); ++k) io.data()[k] = std::byte(static_cast<std::uint8_t>(u8(io.data()[k]) ^ 0x5a));
-            }, {target}, {0}, 2.0);
+            rt.mutate(
+                [](arena_context& ctx) {
+                    auto io = ctx.inout(0);
+                    for (std::size_t k = 0; k < io.size(); ++k)
+                        io.data()[k] =
+                            std::byte(static_cast<std::uint8_t>(u8(io.data()[k]) ^ 0x5a));
+                },
+                {target}, {0}, 2.0);
         }
         if (live.size() > 24) live.erase(live.begin() + 1 + (i % 20));
         CHECK(rt.backend().used_bytes() <= region);
@@ -219,7 +223,8 @@ TEST_CASE("budget equal to the region: the physical footprint never exceeds it")
 }
 
 TEST_CASE("sim_backend with an arena models the same fragmentation; without one it has none") {
-    dtr::runtime<dtr::sim_backend, dtr::heuristics::lru> rt({.budget = 1024}, dtr::sim_backend::with_arena(1024));
+    dtr::runtime<dtr::sim_backend, dtr::heuristics::lru> rt({.budget = 1024},
+                                                            dtr::sim_backend::with_arena(1024));
     auto op = [](dtr::op_context<dtr::sim_backend>& ctx) { ctx.output(0, ctx.input(0).size()); };
     auto big = [](dtr::op_context<dtr::sim_backend>& ctx) { ctx.output(0, 512); };
     tensor w = rt.constant(256);
@@ -259,7 +264,8 @@ TEST_CASE("backends without a region report no fragmentation figures") {
     dtr::runtime<dtr::sim_backend> sim({.budget = 100});
     tensor s = sim.constant(60);
     try {
-        (void)sim.call([](dtr::op_context<dtr::sim_backend>& ctx) { ctx.output(0, 50); }, {s}, {.cost = 1});
+        (void)sim.call([](dtr::op_context<dtr::sim_backend>& ctx) { ctx.output(0, 50); }, {s},
+                       {.cost = 1});
         FAIL("no out_of_memory");
     } catch (const dtr::out_of_memory& e) {
         CHECK_FALSE(contains(e.what(), "backend region"));

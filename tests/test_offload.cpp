@@ -29,8 +29,10 @@ namespace {
 using dtr::cost_t;
 
 // 1 byte per ns and 100 ns per transfer: a 100-byte transfer costs 200 ns.
-dtr::host_tier_options slow_tier(bool overlap = true, std::size_t capacity = static_cast<std::size_t>(-1)) {
-    return {.transfer = {.bandwidth = 1e9, .latency = 100}, .capacity = capacity, .overlap = overlap};
+dtr::host_tier_options slow_tier(bool overlap = true,
+                                 std::size_t capacity = static_cast<std::size_t>(-1)) {
+    return {
+        .transfer = {.bandwidth = 1e9, .latency = 100}, .capacity = capacity, .overlap = overlap};
 }
 
 // Declares one fresh output of `bytes` bytes (sim: no data).
@@ -44,7 +46,8 @@ struct make {
 
 using sim_rt = dtr::runtime<dtr::sim_backend, dtr::heuristics::lru>;
 
-sim_rt sim_runtime(std::size_t budget, dtr::offload_policy policy, dtr::host_tier_options tier = slow_tier()) {
+sim_rt sim_runtime(std::size_t budget, dtr::offload_policy policy,
+                   dtr::host_tier_options tier = slow_tier()) {
     dtr::sim_backend b;
     b.enable_host_tier(tier);
     return sim_rt({.budget = budget, .offload = policy}, std::move(b));
@@ -64,7 +67,8 @@ struct add {
     void operator()(dtr::op_context<dtr::host_backend>& ctx) const {
         auto in = ctx.input(0).as<unsigned char>();
         auto out = ctx.output(0, in.size()).as<unsigned char>();
-        for (std::size_t i = 0; i < in.size(); ++i) out[i] = static_cast<unsigned char>(in[i] + value);
+        for (std::size_t i = 0; i < in.size(); ++i)
+            out[i] = static_cast<unsigned char>(in[i] + value);
     }
 };
 struct add2 {
@@ -88,13 +92,16 @@ TEST_CASE("the concept: sim and host backends have a tier, the arena and a plain
     static_assert(dtr::offloading_backend<dtr::sim_backend>);
     static_assert(dtr::offloading_backend<dtr::host_backend>);
     static_assert(!dtr::offloading_backend<dtr::host_arena_backend>);
-    CHECK(dtr::transfer_model{.bandwidth = 50e9, .latency = 0}.cost(50'000'000) == doctest::Approx(1e6)); // 1 ms
-    CHECK(dtr::transfer_model{.bandwidth = 25e9, .latency = 10}.cost(25'000) == doctest::Approx(1010));
+    CHECK(dtr::transfer_model{.bandwidth = 50e9, .latency = 0}.cost(50'000'000) ==
+          doctest::Approx(1e6)); // 1 ms
+    CHECK(dtr::transfer_model{.bandwidth = 25e9, .latency = 10}.cost(25'000) ==
+          doctest::Approx(1010));
     dtr::sim_backend plain;
     CHECK_FALSE(plain.has_host_tier());
 }
 
-TEST_CASE("sim: an out-copy delays the allocation that reuses its block; a copy-back stalls the read") {
+TEST_CASE(
+    "sim: an out-copy delays the allocation that reuses its block; a copy-back stalls the read") {
     sim_rt rt = sim_runtime(200, dtr::offload_policy::always);
     dtr::tensor x = rt.call(make{100}, {}, {.cost = 1000});
     dtr::tensor y = rt.call(make{100}, {}, {.cost = 1000});
@@ -205,8 +212,8 @@ TEST_CASE("host: offloaded storages come back bit for bit, constants too") {
         CAPTURE(static_cast<int>(policy));
         dtr::host_backend b;
         b.enable_host_tier({.transfer = {.bandwidth = 1e12, .latency = 0}});
-        dtr::runtime<dtr::host_backend, dtr::heuristics::dtr_local> rt({.budget = 300, .offload = policy},
-                                                                      std::move(b));
+        dtr::runtime<dtr::host_backend, dtr::heuristics::dtr_local> rt(
+            {.budget = 300, .offload = policy}, std::move(b));
         dtr::tensor c1 = rt.constant(100, [](auto v) { std::memset(v.data(), 7, v.size()); });
         dtr::tensor c2 = rt.constant(100, [](auto v) { std::memset(v.data(), 9, v.size()); });
         dtr::tensor a = rt.call(add{1}, {c1}, {.cost = 1e6});
@@ -231,8 +238,8 @@ TEST_CASE("host: offloaded storages come back bit for bit, constants too") {
 TEST_CASE("a copy-back that cannot get a block throws out_of_memory and loses nothing") {
     dtr::host_backend b;
     b.enable_host_tier({});
-    dtr::runtime<dtr::host_backend, dtr::heuristics::lru> rt({.budget = 200, .offload = dtr::offload_policy::always},
-                                                             std::move(b));
+    dtr::runtime<dtr::host_backend, dtr::heuristics::lru> rt(
+        {.budget = 200, .offload = dtr::offload_policy::always}, std::move(b));
     dtr::tensor x = rt.call(fill{100, 5}, {}, {.cost = 10});
     CHECK(rt.evict(x));
     CHECK(rt.is_offloaded(x));
@@ -273,7 +280,8 @@ static_assert(dtr::offloading_backend<flaky_tier>);
 } // namespace
 
 TEST_CASE("a failing out-copy drops the victim; a failing copy-back fails the read, nothing lost") {
-    dtr::runtime<flaky_tier, dtr::heuristics::lru> rt({.budget = 200, .offload = dtr::offload_policy::always});
+    dtr::runtime<flaky_tier, dtr::heuristics::lru> rt(
+        {.budget = 200, .offload = dtr::offload_policy::always});
     auto plus = [](dtr::op_context<flaky_tier>& ctx) {
         auto in = ctx.input(0).as<unsigned char>();
         auto out = ctx.output(0, in.size()).as<unsigned char>();
@@ -303,8 +311,8 @@ TEST_CASE("a failing out-copy drops the victim; a failing copy-back fails the re
 }
 
 TEST_CASE("a backend without a tier runs unchanged under offload = always") {
-    dtr::runtime<dtr::host_arena_backend, dtr::heuristics::lru> rt({.budget = 256, .offload = dtr::offload_policy::always},
-                                                                   dtr::host_arena_backend(256));
+    dtr::runtime<dtr::host_arena_backend, dtr::heuristics::lru> rt(
+        {.budget = 256, .offload = dtr::offload_policy::always}, dtr::host_arena_backend(256));
     auto fill1 = [](dtr::op_context<dtr::host_arena_backend>& ctx) {
         auto out = ctx.output(0, 128).as<unsigned char>();
         for (auto& v : out) v = 1;
@@ -335,8 +343,8 @@ TEST_CASE("the counters print the offload figures") {
 namespace {
 
 template <class Heuristic>
-dtr_test::program_trace run_offload(std::uint64_t seed, std::size_t steps, dtr::runtime_options options,
-                                    bool tier) {
+dtr_test::program_trace run_offload(std::uint64_t seed, std::size_t steps,
+                                    dtr::runtime_options options, bool tier) {
     dtr::host_backend b;
     if (tier) b.enable_host_tier({.transfer = {.bandwidth = 1e9, .latency = 50}});
     dtr::runtime<dtr::host_backend, Heuristic> rt(options, std::move(b));
@@ -351,13 +359,14 @@ dtr_test::program_trace run_offload(std::uint64_t seed, std::size_t steps, dtr::
 
 TEST_CASE("random programs with offload read exactly what the unbudgeted run reads") {
     // A tenth of the property test's programs: offload changes where bytes wait, not values.
-    const dtr_test::property_programs programs("offload property test",
-                                               std::max<std::uint64_t>(1, DTR_PROPERTY_PROGRAMS / 10));
+    const dtr_test::property_programs programs(
+        "offload property test", std::max<std::uint64_t>(1, DTR_PROPERTY_PROGRAMS / 10));
     std::uint64_t runs = 0, offloaded = 0, copied_back = 0;
     programs.for_each([&](const dtr_test::program_case& c) {
         dtr_test::program_trace reference;
         try {
-            reference = run_offload<dtr::heuristics::dtr_local>(c.seed, c.steps, {.mutation = c.scope}, false);
+            reference = run_offload<dtr::heuristics::dtr_local>(c.seed, c.steps,
+                                                                {.mutation = c.scope}, false);
         } catch (const std::exception& e) {
             FAIL("reference run failed: ", std::string(e.what()));
             return;
@@ -366,9 +375,10 @@ TEST_CASE("random programs with offload read exactly what the unbudgeted run rea
         for (auto policy : {dtr::offload_policy::always, dtr::offload_policy::automatic}) {
             for (auto dealloc : {dtr::dealloc_policy::eager_evict, dtr::dealloc_policy::banish}) {
                 const std::size_t budget = dtr_test::draw_budget(reference, rng);
-                INFO(c.replay, " policy=", static_cast<int>(policy), " dealloc=", static_cast<int>(dealloc),
-                     " budget=", budget);
-                dtr::runtime_options o{.budget = budget, .dealloc = dealloc, .mutation = c.scope, .offload = policy};
+                INFO(c.replay, " policy=", static_cast<int>(policy),
+                     " dealloc=", static_cast<int>(dealloc), " budget=", budget);
+                dtr::runtime_options o{
+                    .budget = budget, .dealloc = dealloc, .mutation = c.scope, .offload = policy};
                 dtr_test::program_trace t;
                 try {
                     t = run_offload<dtr::heuristics::dtr_local>(c.seed, c.steps, o, true);

@@ -61,20 +61,25 @@ struct bump_op {
 //! and unpinned is likely evicted and its memory reused.
 void churn(host_rt& rt, const tensor& from, int count) {
     std::vector<tensor> junk;
-    for (int i = 0; i < count; ++i) junk.push_back(rt.call(add_op{i}, {junk.empty() ? from : junk.back()}, {.cost = 1}));
+    for (int i = 0; i < count; ++i)
+        junk.push_back(rt.call(add_op{i}, {junk.empty() ? from : junk.back()}, {.cost = 1}));
     for (auto it = junk.rbegin(); it != junk.rend(); ++it) (void)read(rt, *it);
     rt.check_invariants();
 }
 
-constexpr dtr::mutation_scope scopes[] = {dtr::mutation_scope::storage, dtr::mutation_scope::tensor};
+constexpr dtr::mutation_scope scopes[] = {dtr::mutation_scope::storage,
+                                          dtr::mutation_scope::tensor};
 
-const char* name(dtr::mutation_scope s) { return s == dtr::mutation_scope::storage ? "storage" : "tensor"; }
+const char* name(dtr::mutation_scope s) {
+    return s == dtr::mutation_scope::storage ? "storage" : "tensor";
+}
 
 } // namespace
 
 // ---- issue 10, failure 1: mutate() while a pin guard on the mutated tensor is alive ------
 
-TEST_CASE("a read guard kept across mutate() keeps showing the old version, which it keeps resident") {
+TEST_CASE(
+    "a read guard kept across mutate() keeps showing the old version, which it keeps resident") {
     for (const auto scope : scopes) {
         CAPTURE(name(scope));
         host_rt rt({.budget = 128, .mutation = scope});
@@ -106,7 +111,8 @@ TEST_CASE("a read guard kept across mutate() keeps showing the old version, whic
     }
 }
 
-TEST_CASE("a guard on a parameter kept across its update: the old version goes when the guard does") {
+TEST_CASE(
+    "a guard on a parameter kept across its update: the old version goes when the guard does") {
     for (const auto scope : scopes) {
         CAPTURE(name(scope));
         host_rt rt({.budget = 256, .mutation = scope});
@@ -127,7 +133,8 @@ TEST_CASE("a guard on a parameter kept across its update: the old version goes w
     }
 }
 
-TEST_CASE("a guard taken after the mutation keeps the new version unevictable when the old guard goes") {
+TEST_CASE(
+    "a guard taken after the mutation keeps the new version unevictable when the old guard goes") {
     for (const auto scope : scopes) {
         CAPTURE(name(scope));
         host_rt rt({.budget = 96, .mutation = scope});
@@ -155,18 +162,23 @@ TEST_CASE("a guard taken after the mutation keeps the new version unevictable wh
     }
 }
 
-TEST_CASE("a write guard kept across mutate() of its constant: the mutation is refused and changes nothing") {
+TEST_CASE(
+    "a write guard kept across mutate() of its constant: the mutation is refused and changes "
+    "nothing") {
     for (const auto scope : scopes) {
         CAPTURE(name(scope));
         host_rt rt({.mutation = scope});
         tensor c = rt.constant(16);
         tensor view = rt.view(c, 4, 8);
         auto guard = rt.pin_for_write(c);
-        for (std::size_t i = 0; i < 16; ++i) guard.span()[i] = std::byte(static_cast<std::uint8_t>(40 + i));
-        const std::size_t storages = rt.storage_count(), ops = rt.operator_count(), resident = rt.resident_bytes();
+        for (std::size_t i = 0; i < 16; ++i)
+            guard.span()[i] = std::byte(static_cast<std::uint8_t>(40 + i));
+        const std::size_t storages = rt.storage_count(), ops = rt.operator_count(),
+                          resident = rt.resident_bytes();
         const std::string why = logic_error_of([&] { rt.mutate(bump_op{}, {c}, {0}, 1); });
         CHECK(contains(why, "write guard"));
-        CHECK(contains(logic_error_of([&] { rt.mutate(bump_op{}, {view}, {0}, 1); }), "write guard"));
+        CHECK(
+            contains(logic_error_of([&] { rt.mutate(bump_op{}, {view}, {0}, 1); }), "write guard"));
         CHECK(rt.storage_count() == storages);
         CHECK(rt.operator_count() == ops);
         CHECK(rt.resident_bytes() == resident);
@@ -189,7 +201,9 @@ TEST_CASE("a write guard kept across mutate() of its constant: the mutation is r
 
 // ---- issue 10, failure 2: a write guard kept across a call that reads the constant -------
 
-TEST_CASE("a call reading a constant under a live write guard is refused, so recomputation stays bit-identical") {
+TEST_CASE(
+    "a call reading a constant under a live write guard is refused, so recomputation stays "
+    "bit-identical") {
     host_rt rt({.budget = 64});
     tensor c = rt.constant(16);
     auto guard = rt.pin_for_write(c);
@@ -204,7 +218,8 @@ TEST_CASE("a call reading a constant under a live write guard is refused, so rec
     CHECK(rt.operator_count() == ops);
     rt.check_invariants();
     // Nothing read the constant: writing is still allowed, and it is what the operator sees.
-    for (std::size_t i = 0; i < 16; ++i) guard.span()[i] = std::byte(static_cast<std::uint8_t>(2 * i));
+    for (std::size_t i = 0; i < 16; ++i)
+        guard.span()[i] = std::byte(static_cast<std::uint8_t>(2 * i));
     guard.reset();
     y = rt.call(add_op{1}, {c}, {.cost = 1});
     std::vector<std::uint8_t> expected(16);
@@ -219,7 +234,8 @@ TEST_CASE("a call reading a constant under a live write guard is refused, so rec
 
 // ---- issue 10, failure 3: an operator resets the caller's input handle ------------------
 
-TEST_CASE("an operator resetting the caller's input handle while it runs (span overload, tensor scope)") {
+TEST_CASE(
+    "an operator resetting the caller's input handle while it runs (span overload, tensor scope)") {
     for (const auto scope : scopes) {
         CAPTURE(name(scope));
         host_rt rt({.budget = 256, .mutation = scope});
@@ -278,8 +294,10 @@ TEST_CASE("a pin guard outliving its runtime is safe, like a tensor") {
         CHECK(bytes_of(*read_guard) == pattern(1, 8));
     }
     CHECK(read_guard->active());
-    CHECK(contains(logic_error_of([&] { (void)read_guard->data(); }), "runtime has been destroyed"));
-    CHECK(contains(logic_error_of([&] { (void)write_guard->span(); }), "runtime has been destroyed"));
+    CHECK(
+        contains(logic_error_of([&] { (void)read_guard->data(); }), "runtime has been destroyed"));
+    CHECK(
+        contains(logic_error_of([&] { (void)write_guard->span(); }), "runtime has been destroyed"));
     CHECK(read_guard->handle().orphaned());
     read_guard->reset(); // harmless
     CHECK_FALSE(read_guard->active());
@@ -315,7 +333,8 @@ namespace {
 //! instead of throwing, so this is how a sanitized build sees that path.)
 class failing_host_backend : public dtr::host_backend {
 public:
-    explicit failing_host_backend(std::size_t limit = std::size_t{1} << 20) noexcept : limit_(limit) {}
+    explicit failing_host_backend(std::size_t limit = std::size_t{1} << 20) noexcept
+        : limit_(limit) {}
     [[nodiscard]] pointer allocate(std::size_t bytes) {
         if (bytes > limit_) throw std::bad_alloc();
         return host_backend::allocate(bytes);
@@ -336,14 +355,18 @@ void check_huge_requests(Runtime& rt, std::size_t huge) {
             if (what == 0)
                 (void)rt.constant(huge);
             else
-                (void)rt.call([huge](dtr::op_context<typename Runtime::backend_type>& ctx) { (void)ctx.output(0, huge); },
-                              {small}, {.cost = 1});
+                (void)rt.call(
+                    [huge](dtr::op_context<typename Runtime::backend_type>& ctx) {
+                        (void)ctx.output(0, huge);
+                    },
+                    {small}, {.cost = 1});
             FAIL("no exception for a request of ", huge, " bytes");
         } catch (const dtr::out_of_memory& e) {
             CHECK(contains(e.what(), "system allocator"));
             CHECK(e.info().requested == huge);
         } catch (const std::bad_alloc& e) {
-            FAIL("a plain std::bad_alloc escaped instead of dtr::out_of_memory: ", std::string(e.what()));
+            FAIL("a plain std::bad_alloc escaped instead of dtr::out_of_memory: ",
+                 std::string(e.what()));
         }
         CHECK(rt.storage_count() == storages);
         rt.check_invariants();
@@ -353,16 +376,17 @@ void check_huge_requests(Runtime& rt, std::size_t huge) {
 
 } // namespace
 
-TEST_CASE("a host allocation the system cannot serve, under an unlimited budget, is a dtr::out_of_memory") {
-    SUBCASE("a backend whose system allocator throws std::bad_alloc") {
-        dtr::runtime<failing_host_backend> rt;
-        check_huge_requests(rt, std::size_t{1} << 30);
-    }
+TEST_CASE(
+    "a host allocation the system cannot serve, under an unlimited budget, is a "
+    "dtr::out_of_memory"){SUBCASE("a backend whose system allocator throws std::bad_alloc"){
+    dtr::runtime<failing_host_backend> rt;
+check_huge_requests(rt, std::size_t{1} << 30);
+}
 #ifndef DTR_TEST_ASAN
-    SUBCASE("host_backend and ::operator new") {
-        host_rt rt;
-        check_huge_requests(rt, std::size_t{1} << 62);
-    }
+SUBCASE("host_backend and ::operator new") {
+    host_rt rt;
+    check_huge_requests(rt, std::size_t{1} << 62);
+}
 #endif
 }
 
@@ -370,7 +394,8 @@ TEST_CASE("after dtr::thrashing, raising the budget or the limit lets the progra
     auto thrash = [](host_rt& rt, std::vector<tensor>& chain) {
         tensor x = rt.constant(16, fill_with(0));
         chain.push_back(x);
-        for (int i = 0; i < 10; ++i) chain.push_back(rt.call(add_op{1}, {chain.back()}, {.cost = 1}));
+        for (int i = 0; i < 10; ++i)
+            chain.push_back(rt.call(add_op{1}, {chain.back()}, {.cost = 1}));
         // Cycle through the chain, three links fitting beside the constant: every read
         // recomputes.
         for (std::size_t round = 0; round < 100; ++round) {

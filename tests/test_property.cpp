@@ -41,20 +41,24 @@ dtr_test::program_trace run_one(std::uint64_t seed, std::size_t steps, dtr::runt
 
 template <class Heuristic>
 void check_against(const dtr_test::program_trace& reference, std::uint64_t seed, std::size_t steps,
-                   dtr::mutation_scope scope, dtr::dealloc_policy dealloc, std::mt19937_64& budget_rng,
-                   std::mt19937_64& fault_rng, totals& sum, const std::string& replay) {
+                   dtr::mutation_scope scope, dtr::dealloc_policy dealloc,
+                   std::mt19937_64& budget_rng, std::mt19937_64& fault_rng, totals& sum,
+                   const std::string& replay) {
     const std::size_t budget = dtr_test::draw_budget(reference, budget_rng);
     const dtr_test::run_plan plan = dtr_test::draw_plan(fault_rng);
     const char* policy = dealloc == dtr::dealloc_policy::eager_evict ? "eager_evict" : "banish";
-    INFO(replay, " heuristic=", std::string(Heuristic::name), " dealloc=", std::string(policy), " budget=", budget,
-         " (reference peak ", reference.peak_resident, ", floor ", reference.floor, ") ", dtr_test::describe(plan));
+    INFO(replay, " heuristic=", std::string(Heuristic::name), " dealloc=", std::string(policy),
+         " budget=", budget, " (reference peak ", reference.peak_resident, ", floor ",
+         reference.floor, ") ", dtr_test::describe(plan));
     dtr_test::program_trace t;
     try {
         // Whether parameter updates stay recomputable changes memory, never values.
-        const auto updates = budget_rng() % 2 ? dtr::constant_update::constant : dtr::constant_update::rematerializable;
-        t = run_one<Heuristic>(seed, steps,
-                               {.budget = budget, .dealloc = dealloc, .mutation = scope, .constant_updates = updates},
-                               plan);
+        const auto updates = budget_rng() % 2 ? dtr::constant_update::constant
+                                              : dtr::constant_update::rematerializable;
+        t = run_one<Heuristic>(
+            seed, steps,
+            {.budget = budget, .dealloc = dealloc, .mutation = scope, .constant_updates = updates},
+            plan);
     } catch (const std::exception& e) {
         FAIL("program failed: ", std::string(e.what()));
         return;
@@ -76,7 +80,8 @@ TEST_CASE("random programs under budgets read exactly what the unbudgeted run re
         const std::string& replay = c.replay;
         dtr_test::program_trace reference;
         try {
-            reference = run_one<dtr::heuristics::dtr_local>(program_seed, steps, {.mutation = scope});
+            reference =
+                run_one<dtr::heuristics::dtr_local>(program_seed, steps, {.mutation = scope});
         } catch (const std::exception& e) {
             FAIL("reference run failed: ", std::string(e.what()));
             return;
@@ -84,21 +89,23 @@ TEST_CASE("random programs under budgets read exactly what the unbudgeted run re
         REQUIRE(reference.ooms == 0);
         std::mt19937_64 budget_rng(program_seed), fault_rng(dtr_test::splitmix(program_seed));
         for (auto dealloc : {dtr::dealloc_policy::eager_evict, dtr::dealloc_policy::banish}) {
-            check_against<dtr::heuristics::dtr_local>(reference, program_seed, steps, scope, dealloc, budget_rng,
-                                                      fault_rng, sum, replay);
-            check_against<dtr::heuristics::lru>(reference, program_seed, steps, scope, dealloc, budget_rng, fault_rng,
-                                                sum, replay);
-            check_against<dtr::heuristics::largest>(reference, program_seed, steps, scope, dealloc, budget_rng,
-                                                    fault_rng, sum, replay);
+            check_against<dtr::heuristics::dtr_local>(reference, program_seed, steps, scope,
+                                                      dealloc, budget_rng, fault_rng, sum, replay);
+            check_against<dtr::heuristics::lru>(reference, program_seed, steps, scope, dealloc,
+                                                budget_rng, fault_rng, sum, replay);
+            check_against<dtr::heuristics::largest>(reference, program_seed, steps, scope, dealloc,
+                                                    budget_rng, fault_rng, sum, replay);
         }
         ++ran;
     });
-    std::printf("property test: %llu programs, %llu budgeted runs, %llu values compared, %llu evictions, "
-                "%llu rematerializations, %llu banishments, %llu out_of_memory recovered\n",
-                static_cast<unsigned long long>(ran), static_cast<unsigned long long>(sum.runs),
-                static_cast<unsigned long long>(sum.reads), static_cast<unsigned long long>(sum.evictions),
-                static_cast<unsigned long long>(sum.remats), static_cast<unsigned long long>(sum.banishments),
-                static_cast<unsigned long long>(sum.ooms));
+    std::printf(
+        "property test: %llu programs, %llu budgeted runs, %llu values compared, %llu evictions, "
+        "%llu rematerializations, %llu banishments, %llu out_of_memory recovered\n",
+        static_cast<unsigned long long>(ran), static_cast<unsigned long long>(sum.runs),
+        static_cast<unsigned long long>(sum.reads), static_cast<unsigned long long>(sum.evictions),
+        static_cast<unsigned long long>(sum.remats),
+        static_cast<unsigned long long>(sum.banishments),
+        static_cast<unsigned long long>(sum.ooms));
     sum.print_faults("property test");
     CHECK(sum.evictions > 0);
     CHECK(sum.remats > 0);

@@ -45,7 +45,6 @@
 
 namespace {
 
-
 //! host_arena_backend that samples the region's fragmentation after every allocation
 //! attempt and classifies refusals.
 class sampled_arena_backend : public dtr::host_arena_backend {
@@ -66,7 +65,8 @@ public:
         figures_.fragmentation_max = std::max(figures_.fragmentation_max, f);
         if (p == nullptr) {
             ++figures_.refusals;
-            const std::size_t need = std::max<std::size_t>((bytes + alignment - 1) / alignment, 1) * alignment;
+            const std::size_t need =
+                std::max<std::size_t>((bytes + alignment - 1) / alignment, 1) * alignment;
             if (layout().free_bytes() >= need) ++figures_.fragmentation_refusals;
         }
         return p;
@@ -90,9 +90,10 @@ struct run_result {
 using faulty_arena = dtr::fault_injecting_backend<sampled_arena_backend>;
 
 template <class Heuristic>
-run_result run_arena(std::uint64_t seed, std::size_t steps, dtr::runtime_options options, std::size_t capacity,
-                     dtr_test::run_plan plan = {{}, 16}) {
-    dtr::runtime<faulty_arena, Heuristic> rt(options, faulty_arena(plan.faults, sampled_arena_backend(capacity)));
+run_result run_arena(std::uint64_t seed, std::size_t steps, dtr::runtime_options options,
+                     std::size_t capacity, dtr_test::run_plan plan = {{}, 16}) {
+    dtr::runtime<faulty_arena, Heuristic> rt(
+        options, faulty_arena(plan.faults, sampled_arena_backend(capacity)));
     run_result r;
     r.trace = dtr_test::program_runner<decltype(rt)>(rt, seed, steps, plan.invariant_period).run();
     r.figures = rt.backend().upstream().stats();
@@ -113,24 +114,28 @@ struct totals {
 //! The reference's requested figures scaled to the region's: `physical_peak` is what the
 //! unbudgeted program held in a region (requests rounded up, zero-byte ones taking a unit).
 template <class Heuristic>
-void check_against(const dtr_test::program_trace& reference, std::size_t physical_peak, std::uint64_t seed,
-                   std::size_t steps, dtr::mutation_scope scope, dtr::dealloc_policy dealloc,
-                   std::mt19937_64& budget_rng, std::mt19937_64& fault_rng, totals& sum, const std::string& replay) {
-    const double scale = reference.peak_resident == 0
-                             ? 1.0
-                             : static_cast<double>(physical_peak) / static_cast<double>(reference.peak_resident);
+void check_against(const dtr_test::program_trace& reference, std::size_t physical_peak,
+                   std::uint64_t seed, std::size_t steps, dtr::mutation_scope scope,
+                   dtr::dealloc_policy dealloc, std::mt19937_64& budget_rng,
+                   std::mt19937_64& fault_rng, totals& sum, const std::string& replay) {
+    const double scale =
+        reference.peak_resident == 0
+            ? 1.0
+            : static_cast<double>(physical_peak) / static_cast<double>(reference.peak_resident);
     const std::size_t hi = physical_peak;
-    const std::size_t lo = std::min(static_cast<std::size_t>(static_cast<double>(reference.floor) * scale), hi);
+    const std::size_t lo =
+        std::min(static_cast<std::size_t>(static_cast<double>(reference.floor) * scale), hi);
     std::size_t budget = dtr_test::draw_budget(lo, hi, budget_rng);
     const dtr_test::run_plan plan = dtr_test::draw_plan(fault_rng);
     const char* policy = dealloc == dtr::dealloc_policy::eager_evict ? "eager_evict" : "banish";
     for (int attempt = 0;; ++attempt) {
         INFO(replay, " heuristic=", std::string(Heuristic::name), " dealloc=", std::string(policy),
-             " region=budget=", budget, " (physical reference peak ", hi, ", scaled floor ", lo, ", attempt ",
-             attempt, ") ", dtr_test::describe(plan));
+             " region=budget=", budget, " (physical reference peak ", hi, ", scaled floor ", lo,
+             ", attempt ", attempt, ") ", dtr_test::describe(plan));
         try {
-            const run_result r = run_arena<Heuristic>(seed, steps, {.budget = budget, .dealloc = dealloc, .mutation = scope},
-                                                      budget, plan);
+            const run_result r = run_arena<Heuristic>(
+                seed, steps, {.budget = budget, .dealloc = dealloc, .mutation = scope}, budget,
+                plan);
             CHECK(r.trace.sizes == reference.sizes);
             CHECK(r.trace.reads == reference.reads);
             CHECK(r.trace.guard_mutations == reference.guard_mutations);
@@ -146,11 +151,14 @@ void check_against(const dtr_test::program_trace& reference, std::size_t physica
             sum.fragmentation_sum += r.figures.fragmentation_sum;
             sum.fragmentation_max = std::max(sum.fragmentation_max, r.figures.fragmentation_max);
             if (r.figures.samples != 0)
-                sum.run_mean_max = std::max(sum.run_mean_max, r.figures.fragmentation_sum / static_cast<double>(r.figures.samples));
+                sum.run_mean_max =
+                    std::max(sum.run_mean_max,
+                             r.figures.fragmentation_sum / static_cast<double>(r.figures.samples));
             if (r.trace.peak_resident != 0)
                 sum.physical_over_requested_max =
                     std::max(sum.physical_over_requested_max,
-                             static_cast<double>(r.peak_physical) / static_cast<double>(r.trace.peak_resident));
+                             static_cast<double>(r.peak_physical) /
+                                 static_cast<double>(r.trace.peak_resident));
             sum.reads += r.trace.reads.size();
             sum.evictions += r.trace.evictions;
             sum.remats += r.trace.remats;
@@ -194,37 +202,47 @@ TEST_CASE("random programs on a fragmenting region read exactly what the unbudge
         // from the reference, not generously: Meson's MALLOC_PERTURB_ makes every byte of a
         // region cost a write.)
         run_result ample;
-        for (std::size_t region = 2 * reference.peak_resident + (std::size_t{1} << 16);; region *= 2) {
+        for (std::size_t region = 2 * reference.peak_resident + (std::size_t{1} << 16);;
+             region *= 2) {
             try {
-                ample = run_arena<dtr::heuristics::dtr_local>(program_seed, steps, {.mutation = scope}, region);
+                ample = run_arena<dtr::heuristics::dtr_local>(program_seed, steps,
+                                                              {.mutation = scope}, region);
                 break;
-            } catch (const dtr::out_of_memory&) {
-            }
+            } catch (const dtr::out_of_memory&) {}
         }
         CHECK(ample.trace.reads == reference.reads);
         std::mt19937_64 budget_rng(program_seed), fault_rng(dtr_test::splitmix(program_seed));
         for (auto dealloc : {dtr::dealloc_policy::eager_evict, dtr::dealloc_policy::banish}) {
-            check_against<dtr::heuristics::dtr_local>(reference, ample.peak_physical, program_seed, steps, scope,
-                                                      dealloc, budget_rng, fault_rng, sum, replay);
-            check_against<dtr::heuristics::lru>(reference, ample.peak_physical, program_seed, steps, scope, dealloc,
-                                                budget_rng, fault_rng, sum, replay);
-            check_against<dtr::heuristics::largest>(reference, ample.peak_physical, program_seed, steps, scope,
-                                                    dealloc, budget_rng, fault_rng, sum, replay);
+            check_against<dtr::heuristics::dtr_local>(reference, ample.peak_physical, program_seed,
+                                                      steps, scope, dealloc, budget_rng, fault_rng,
+                                                      sum, replay);
+            check_against<dtr::heuristics::lru>(reference, ample.peak_physical, program_seed, steps,
+                                                scope, dealloc, budget_rng, fault_rng, sum, replay);
+            check_against<dtr::heuristics::largest>(reference, ample.peak_physical, program_seed,
+                                                    steps, scope, dealloc, budget_rng, fault_rng,
+                                                    sum, replay);
         }
         ++ran;
     });
-    const double mean = sum.samples == 0 ? 0 : sum.fragmentation_sum / static_cast<double>(sum.samples);
-    std::printf("arena property test: %llu programs, %llu runs (%llu region escalations), %llu values compared, "
-                "%llu evictions, %llu rematerializations\n",
-                static_cast<unsigned long long>(ran), static_cast<unsigned long long>(sum.runs),
-                static_cast<unsigned long long>(sum.escalations), static_cast<unsigned long long>(sum.reads),
-                static_cast<unsigned long long>(sum.evictions), static_cast<unsigned long long>(sum.remats));
-    std::printf("arena property test: fragmentation after each allocation: mean %.3f (worst run mean %.3f), max %.3f "
-                "over %llu samples; %llu refusals, %llu of them with enough free bytes (fragmentation); "
-                "%llu allocation retries; physical peak up to %.2fx the requested peak\n",
-                mean, sum.run_mean_max, sum.fragmentation_max, static_cast<unsigned long long>(sum.samples),
-                static_cast<unsigned long long>(sum.refusals), static_cast<unsigned long long>(sum.fragmentation_refusals),
-                static_cast<unsigned long long>(sum.retries), sum.physical_over_requested_max);
+    const double mean =
+        sum.samples == 0 ? 0 : sum.fragmentation_sum / static_cast<double>(sum.samples);
+    std::printf(
+        "arena property test: %llu programs, %llu runs (%llu region escalations), %llu values "
+        "compared, "
+        "%llu evictions, %llu rematerializations\n",
+        static_cast<unsigned long long>(ran), static_cast<unsigned long long>(sum.runs),
+        static_cast<unsigned long long>(sum.escalations),
+        static_cast<unsigned long long>(sum.reads), static_cast<unsigned long long>(sum.evictions),
+        static_cast<unsigned long long>(sum.remats));
+    std::printf(
+        "arena property test: fragmentation after each allocation: mean %.3f (worst run mean "
+        "%.3f), max %.3f "
+        "over %llu samples; %llu refusals, %llu of them with enough free bytes (fragmentation); "
+        "%llu allocation retries; physical peak up to %.2fx the requested peak\n",
+        mean, sum.run_mean_max, sum.fragmentation_max, static_cast<unsigned long long>(sum.samples),
+        static_cast<unsigned long long>(sum.refusals),
+        static_cast<unsigned long long>(sum.fragmentation_refusals),
+        static_cast<unsigned long long>(sum.retries), sum.physical_over_requested_max);
     sum.events.print_faults("arena property test");
     if (!programs.single() && programs.count() >= 50) sum.events.check_events();
     if (!programs.single() && programs.count() >= 20) {

@@ -55,22 +55,25 @@ template <class Heuristic>
 dtr_test::program_trace run_one(std::uint64_t seed, std::size_t steps, dtr::runtime_options options,
                                 dtr_test::run_plan plan = {{}, 16}) {
     using backend = dtr::fault_injecting_backend<dtr::host_backend>;
-    dtr::runtime<backend, Heuristic> rt(options, backend(plan.faults), make_policy<Heuristic>(seed));
+    dtr::runtime<backend, Heuristic> rt(options, backend(plan.faults),
+                                        make_policy<Heuristic>(seed));
     return dtr_test::program_runner<decltype(rt)>(rt, seed, steps, plan.invariant_period).run();
 }
 
 template <class Heuristic>
 void check_against(const dtr_test::program_trace& reference, std::uint64_t seed, std::size_t steps,
-                   dtr::mutation_scope scope, dtr::dealloc_policy dealloc, std::mt19937_64& budget_rng,
-                   std::mt19937_64& fault_rng, totals& sum) {
+                   dtr::mutation_scope scope, dtr::dealloc_policy dealloc,
+                   std::mt19937_64& budget_rng, std::mt19937_64& fault_rng, totals& sum) {
     const std::size_t budget = dtr_test::draw_budget(reference, budget_rng);
     const dtr_test::run_plan plan = dtr_test::draw_plan(fault_rng);
     const char* policy = dealloc == dtr::dealloc_policy::eager_evict ? "eager_evict" : "banish";
-    INFO("heuristic=", std::string(Heuristic::name), " dealloc=", std::string(policy), " budget=", budget,
-         " (reference peak ", reference.peak_resident, ", floor ", reference.floor, ") ", dtr_test::describe(plan));
+    INFO("heuristic=", std::string(Heuristic::name), " dealloc=", std::string(policy),
+         " budget=", budget, " (reference peak ", reference.peak_resident, ", floor ",
+         reference.floor, ") ", dtr_test::describe(plan));
     dtr_test::program_trace t;
     try {
-        t = run_one<Heuristic>(seed, steps, {.budget = budget, .dealloc = dealloc, .mutation = scope}, plan);
+        t = run_one<Heuristic>(seed, steps,
+                               {.budget = budget, .dealloc = dealloc, .mutation = scope}, plan);
     } catch (const std::exception& e) {
         FAIL("program failed: ", std::string(e.what()));
         return;
@@ -82,7 +85,8 @@ void check_against(const dtr_test::program_trace& reference, std::uint64_t seed,
 } // namespace
 
 TEST_CASE("random programs read the same values under every eviction policy and search strategy") {
-    const dtr_test::property_programs programs("property test (policies)", (DTR_PROPERTY_PROGRAMS + 3) / 4);
+    const dtr_test::property_programs programs("property test (policies)",
+                                               (DTR_PROPERTY_PROGRAMS + 3) / 4);
     totals sum;
     std::uint64_t ran = 0;
     programs.for_each([&](const dtr_test::program_case& c) {
@@ -100,8 +104,8 @@ TEST_CASE("random programs read the same values under every eviction policy and 
         std::mt19937_64 budget_rng(program_seed), fault_rng(dtr_test::splitmix(program_seed));
         for (auto dealloc : {dtr::dealloc_policy::eager_evict, dtr::dealloc_policy::banish}) {
             auto check = [&](auto tag) {
-                check_against<typename decltype(tag)::type>(reference, program_seed, steps, scope, dealloc,
-                                                            budget_rng, fault_rng, sum);
+                check_against<typename decltype(tag)::type>(reference, program_seed, steps, scope,
+                                                            dealloc, budget_rng, fault_rng, sum);
             };
             using std::type_identity;
             check(type_identity<h::dtr>{});
@@ -124,11 +128,12 @@ TEST_CASE("random programs read the same values under every eviction policy and 
         }
         ++ran;
     });
-    std::printf("property test (policies): %llu programs, %llu budgeted runs, %llu values compared, %llu "
-                "evictions, %llu rematerializations, %llu out_of_memory recovered\n",
-                static_cast<unsigned long long>(ran), static_cast<unsigned long long>(sum.runs),
-                static_cast<unsigned long long>(sum.reads), static_cast<unsigned long long>(sum.evictions),
-                static_cast<unsigned long long>(sum.remats), static_cast<unsigned long long>(sum.ooms));
+    std::printf(
+        "property test (policies): %llu programs, %llu budgeted runs, %llu values compared, %llu "
+        "evictions, %llu rematerializations, %llu out_of_memory recovered\n",
+        static_cast<unsigned long long>(ran), static_cast<unsigned long long>(sum.runs),
+        static_cast<unsigned long long>(sum.reads), static_cast<unsigned long long>(sum.evictions),
+        static_cast<unsigned long long>(sum.remats), static_cast<unsigned long long>(sum.ooms));
     sum.print_faults("property test (policies)");
     CHECK(sum.evictions > 0);
     CHECK(sum.remats > 0);

@@ -57,17 +57,20 @@ ladder_result ladder(std::size_t k, std::size_t budget, dtr::restore_pins pins) 
 
 } // namespace
 
-TEST_CASE("yield_when_full restores a deep ladder under a budget that holding every pin cannot meet") {
+TEST_CASE(
+    "yield_when_full restores a deep ladder under a budget that holding every pin cannot meet") {
     constexpr std::size_t k = 12;
     const auto reference = ladder<dtr::heuristics::lru>(k, dtr::unlimited, dtr::restore_pins::hold);
     REQUIRE(reference.value);
     // x, the k-1 side inputs and the end of the chain are resident before the read: with
     // unlimited budget nothing was evicted except by evict() itself.
     for (std::size_t budget_units : {k + 1, std::size_t{8}, std::size_t{6}}) {
-        const std::size_t budget = budget_units * unit + (k - 1) * unit; // room for the side inputs too
+        const std::size_t budget =
+            budget_units * unit + (k - 1) * unit; // room for the side inputs too
         INFO("budget ", budget_units, " units beyond the side inputs");
         const auto faithful = ladder<dtr::heuristics::lru>(k, budget, dtr::restore_pins::hold);
-        const auto fewer = ladder<dtr::heuristics::lru>(k, budget, dtr::restore_pins::yield_when_full);
+        const auto fewer =
+            ladder<dtr::heuristics::lru>(k, budget, dtr::restore_pins::yield_when_full);
         REQUIRE(fewer.value);
         CHECK(*fewer.value == *reference.value);
         if (faithful.value) CHECK(*faithful.value == *reference.value);
@@ -85,11 +88,15 @@ TEST_CASE("yield_when_full restores a deep ladder under a budget that holding ev
     CHECK(fewer.rematerializations >= k);
 }
 
-TEST_CASE("both pinning modes give identical bytes and choices on the same ladder at generous budgets") {
+TEST_CASE(
+    "both pinning modes give identical bytes and choices on the same ladder at generous budgets") {
     for (std::size_t k : {2, 3, 7}) {
-        const auto reference = ladder<dtr::heuristics::dtr_eqclass>(k, dtr::unlimited, dtr::restore_pins::yield_when_full);
-        const auto faithful = ladder<dtr::heuristics::dtr_eqclass>(k, (2 * k + 2) * unit, dtr::restore_pins::hold);
-        const auto fewer = ladder<dtr::heuristics::dtr_eqclass>(k, (2 * k + 2) * unit, dtr::restore_pins::yield_when_full);
+        const auto reference = ladder<dtr::heuristics::dtr_eqclass>(
+            k, dtr::unlimited, dtr::restore_pins::yield_when_full);
+        const auto faithful =
+            ladder<dtr::heuristics::dtr_eqclass>(k, (2 * k + 2) * unit, dtr::restore_pins::hold);
+        const auto fewer = ladder<dtr::heuristics::dtr_eqclass>(k, (2 * k + 2) * unit,
+                                                                dtr::restore_pins::yield_when_full);
         REQUIRE(reference.value);
         REQUIRE(faithful.value);
         REQUIRE(fewer.value);

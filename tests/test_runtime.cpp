@@ -40,12 +40,14 @@ TEST_CASE("evicted storages are recomputed bit for bit") {
     host_rt rt({.budget = 64});
     tensor x = rt.constant(16, fill_with(1));
     std::vector<tensor> chain;
-    for (int i = 0; i < 10; ++i) chain.push_back(rt.call(add_op{1}, {chain.empty() ? x : chain.back()}, {.cost = 1}));
+    for (int i = 0; i < 10; ++i)
+        chain.push_back(rt.call(add_op{1}, {chain.empty() ? x : chain.back()}, {.cost = 1}));
     rt.check_invariants();
     CHECK(rt.stats().evictions > 0);
     CHECK(rt.stats().peak_resident_bytes <= 64);
     CHECK(rt.backend().peak_bytes() <= 64);
-    for (int i = 9; i >= 0; --i) CHECK(read(rt, chain[static_cast<std::size_t>(i)]) == pattern(1, 16, i + 1));
+    for (int i = 9; i >= 0; --i)
+        CHECK(read(rt, chain[static_cast<std::size_t>(i)]) == pattern(1, 16, i + 1));
     CHECK(rt.stats().rematerializations > 0);
     rt.check_invariants();
 }
@@ -79,7 +81,8 @@ TEST_CASE("multi-output operators: one recomputation refills the outputs still n
         auto a = ctx.output(0, 4);
         auto b = ctx.output(1, 6);
         for (std::size_t i = 0; i < 4; ++i) a.data()[i] = in.data()[i];
-        for (std::size_t i = 0; i < 6; ++i) b.data()[i] = std::byte(static_cast<std::uint8_t>(u8(in.data()[i % 8]) * 2));
+        for (std::size_t i = 0; i < 6; ++i)
+            b.data()[i] = std::byte(static_cast<std::uint8_t>(u8(in.data()[i % 8]) * 2));
     };
     auto [a, b] = rt.call<2>(split, {x}, {.cost = 7});
     const auto a_bytes = read(rt, a), b_bytes = read(rt, b);
@@ -141,9 +144,12 @@ TEST_CASE("an operator making several views of one storage adds its cost to it o
     host_rt rt({.budget = 1 << 20});
     tensor x = rt.constant(4, fill_with(0));
     tensor y = rt.call(add_op{1}, {x}, {.cost = 3});
-    auto halves = rt.call_n(
-        2, [](host_context& ctx) { ctx.alias(0, 0, 0, 2); ctx.alias(1, 0, 2, 2); },
-        std::span<const tensor>(&y, 1), {.cost = 5});
+    auto halves = rt.call_n(2,
+                            [](host_context& ctx) {
+                                ctx.alias(0, 0, 0, 2);
+                                ctx.alias(1, 0, 2, 2);
+                            },
+                            std::span<const tensor>(&y, 1), {.cost = 5});
     REQUIRE(halves.size() == 2);
     double cost = -1;
     rt.for_each_storage([&](const auto& s) {
@@ -177,7 +183,8 @@ TEST_CASE("in-place mutation is copy-on-write") {
     tensor v = rt.view(y, 2, 2);
     auto double_it = [](host_context& ctx) {
         auto io = ctx.inout(0);
-        for (std::size_t i = 0; i < io.size(); ++i) io.data()[i] = std::byte(static_cast<std::uint8_t>(u8(io.data()[i]) * 2));
+        for (std::size_t i = 0; i < io.size(); ++i)
+            io.data()[i] = std::byte(static_cast<std::uint8_t>(u8(io.data()[i]) * 2));
     };
     rt.mutate(double_it, {y}, {0}, 4.0);
     CHECK(read(rt, y) == std::vector<std::uint8_t>{22, 24, 26, 28});
@@ -211,7 +218,8 @@ TEST_CASE("mutation through a view sees inputs that alias the mutated storage in
         auto io = ctx.inout(0);
         auto in = ctx.input(1);
         for (std::size_t i = 0; i < io.size(); ++i)
-            io.data()[i] = std::byte(static_cast<std::uint8_t>(u8(io.data()[i]) + u8(in.data()[i])));
+            io.data()[i] =
+                std::byte(static_cast<std::uint8_t>(u8(io.data()[i]) + u8(in.data()[i])));
     };
     rt.mutate(add_into, {lo, hi}, {0}, 1.0);
     CHECK(read(rt, y) == std::vector<std::uint8_t>{4, 6, 3, 4});
@@ -227,7 +235,8 @@ TEST_CASE("updating a constant keeps it a constant and frees the old version") {
         auto io = ctx.inout(0);
         auto grad = ctx.input(1);
         for (std::size_t i = 0; i < io.size(); ++i)
-            io.data()[i] = std::byte(static_cast<std::uint8_t>(u8(io.data()[i]) - u8(grad.data()[i])));
+            io.data()[i] =
+                std::byte(static_cast<std::uint8_t>(u8(io.data()[i]) - u8(grad.data()[i])));
     };
     rt.mutate(sgd, {w, g}, {0}, 1.0);
     CHECK_FALSE(rt.is_rematerializable(w));
@@ -339,31 +348,50 @@ TEST_CASE("misuse is reported as dtr::logic_error naming the problem") {
     tensor x = rt.constant(4, fill_with(0));
     tensor y = rt.call(add_op{1}, {x}, {.cost = 1});
 
-    CHECK(contains(logic_error_of([&] { (void)rt.call(add_op{}, {tensor{}}); }), "empty tensor handle"));
+    CHECK(contains(logic_error_of([&] { (void)rt.call(add_op{}, {tensor{}}); }),
+                   "empty tensor handle"));
     tensor moved = y;
     tensor taken = std::move(moved);
     CHECK(contains(logic_error_of([&] { (void)rt.pin(moved); }), "empty tensor handle"));
     host_rt other;
     CHECK(contains(logic_error_of([&] { (void)other.call(add_op{}, {x}); }), "another runtime"));
-    CHECK(contains(logic_error_of([&] { (void)rt.call([](host_context& c) { (void)c.input(2); }, {x}); }),
-                   "input index 2 out of range: the operator has 1 inputs"));
-    CHECK(contains(logic_error_of([&] { (void)rt.call([](host_context& c) { c.output(1, 1); }, {x}); }),
-                   "output index 1 out of range"));
-    CHECK(contains(logic_error_of([&] { (void)rt.call([](host_context& c) { c.output(0, 1); c.output(0, 1); }, {x}); }),
+    CHECK(contains(
+        logic_error_of([&] { (void)rt.call([](host_context& c) { (void)c.input(2); }, {x}); }),
+        "input index 2 out of range: the operator has 1 inputs"));
+    CHECK(contains(
+        logic_error_of([&] { (void)rt.call([](host_context& c) { c.output(1, 1); }, {x}); }),
+        "output index 1 out of range"));
+    CHECK(contains(logic_error_of([&] {
+                       (void)rt.call(
+                           [](host_context& c) {
+                               c.output(0, 1);
+                               c.output(0, 1);
+                           },
+                           {x});
+                   }),
                    "output 0 produced twice"));
-    CHECK(contains(logic_error_of([&] { (void)rt.call([](host_context&) {}, {x}); }), "did not produce output 0"));
+    CHECK(contains(logic_error_of([&] { (void)rt.call([](host_context&) {}, {x}); }),
+                   "did not produce output 0"));
     CHECK(contains(logic_error_of([&] { rt.mutate([](host_context&) {}, {x}, {3}); }),
                    "mutated input index 3 out of range"));
-    CHECK(contains(logic_error_of([&] { (void)rt.call([](host_context& c) { (void)c.inout(0); }, {x}); }),
-                   "not declared as mutated"));
-    CHECK(contains(logic_error_of([&] { (void)rt.call([](host_context& c) { c.alias(0, 0, 2, 3); }, {x}); }),
-                   "exceeds input 0"));
+    CHECK(contains(
+        logic_error_of([&] { (void)rt.call([](host_context& c) { (void)c.inout(0); }, {x}); }),
+        "not declared as mutated"));
+    CHECK(contains(
+        logic_error_of([&] { (void)rt.call([](host_context& c) { c.alias(0, 0, 2, 3); }, {x}); }),
+        "exceeds input 0"));
     CHECK(contains(logic_error_of([&] { (void)rt.pin_for_write(y); }), "computed by an operator"));
-    CHECK(contains(logic_error_of([&] { (void)rt.pin_for_write(rt.view(x, 1, 2)); }), "already read by"));
+    CHECK(contains(logic_error_of([&] { (void)rt.pin_for_write(rt.view(x, 1, 2)); }),
+                   "already read by"));
     CHECK(contains(logic_error_of([&] { (void)rt.view(x, 3, 2); }), "exceeds a tensor of 4 bytes"));
     // Re-entering the runtime from an operator.
     CHECK(contains(logic_error_of([&] {
-                       (void)rt.call([&](host_context& c) { (void)rt.constant(1); c.output(0, 1); }, {x});
+                       (void)rt.call(
+                           [&](host_context& c) {
+                               (void)rt.constant(1);
+                               c.output(0, 1);
+                           },
+                           {x});
                    }),
                    "inside an operator"));
     rt.check_invariants();
@@ -374,7 +402,9 @@ TEST_CASE("a non-deterministic operator is caught when rematerialized") {
     host_rt rt;
     tensor x = rt.constant(4, fill_with(0));
     int runs = 0;
-    tensor y = rt.call([&runs](host_context& c) { c.output(0, static_cast<std::size_t>(4 + runs++)); }, {x}, {.cost = 1});
+    tensor y =
+        rt.call([&runs](host_context& c) { c.output(0, static_cast<std::size_t>(4 + runs++)); },
+                {x}, {.cost = 1});
     REQUIRE(rt.evict(y));
     CHECK(contains(logic_error_of([&] { (void)rt.pin(y); }), "is not deterministic"));
     rt.check_invariants();
@@ -414,7 +444,8 @@ TEST_CASE("set_budget evicts down, and refuses what cannot be evicted") {
     CHECK(rt.resident_bytes() <= 30);
     CHECK_THROWS_AS(rt.set_budget(5), dtr::out_of_memory);
     CHECK(rt.budget() == 30);
-    for (int i = 0; i < 5; ++i) CHECK(read(rt, ys[static_cast<std::size_t>(i)]) == pattern(0, 10, i));
+    for (int i = 0; i < 5; ++i)
+        CHECK(read(rt, ys[static_cast<std::size_t>(i)]) == pattern(0, 10, i));
     rt.check_invariants();
 }
 

@@ -78,7 +78,8 @@ row measure(std::size_t live_blocks, std::size_t reps, std::size_t pairs, std::u
 
     // Warm-up: replace every block a few times over (at least), so the layout is in steady
     // state and the node pool has reached its size.
-    for (std::size_t done = 0; done < std::max<std::size_t>(3 * live_blocks, pairs); done += pairs) {
+    for (std::size_t done = 0; done < std::max<std::size_t>(3 * live_blocks, pairs);
+         done += pairs) {
         draw_ops();
         churn();
     }
@@ -124,13 +125,14 @@ int main(int argc, char** argv) {
     if (auto status = dtr::tools::parse_command_line(app, argc, argv)) return *status;
 
     std::vector<row> rows;
-    std::printf("dtr::arena: deallocate + allocate pairs, alignment %zu, seed %llu, "
-                "%zu reps x %zu pairs\n",
-                dtr::arena::default_alignment, static_cast<unsigned long long>(seed), reps, pairs);
+    std::printf(
+        "dtr::arena: deallocate + allocate pairs, alignment %zu, seed %llu, "
+        "%zu reps x %zu pairs\n",
+        dtr::arena::default_alignment, static_cast<unsigned long long>(seed), reps, pairs);
     std::printf("%11s %9s %8s %8s %12s %9s %9s %8s\n", "live_blocks", "blocks", "holes", "frag",
                 "median_ns", "min_ns", "max_ns", "failed");
-    for (const std::size_t n : {std::size_t{100}, std::size_t{1'000}, std::size_t{10'000},
-                                std::size_t{100'000}}) {
+    for (const std::size_t n :
+         {std::size_t{100}, std::size_t{1'000}, std::size_t{10'000}, std::size_t{100'000}}) {
         const row r = measure(n, reps, pairs, seed);
         std::printf("%11zu %9zu %8zu %8.3f %12.1f %9.1f %9.1f %8zu\n", r.live, r.blocks, r.holes,
                     r.fragmentation, r.median_ns, r.min_ns, r.max_ns, r.failures);
@@ -144,8 +146,9 @@ int main(int argc, char** argv) {
             std::perror(csv_path.c_str());
             return 1;
         }
-        std::fprintf(f, "live_blocks,blocks,holes,fragmentation,median_ns_per_pair,min_ns,max_ns,"
-                        "failed_allocations\n");
+        std::fprintf(f,
+                     "live_blocks,blocks,holes,fragmentation,median_ns_per_pair,min_ns,max_ns,"
+                     "failed_allocations\n");
         for (const row& r : rows)
             std::fprintf(f, "%zu,%zu,%zu,%.4f,%.2f,%.2f,%.2f,%zu\n", r.live, r.blocks, r.holes,
                          r.fragmentation, r.median_ns, r.min_ns, r.max_ns, r.failures);
@@ -160,13 +163,15 @@ int main(int argc, char** argv) {
         std::fprintf(f, "[\n");
         for (std::size_t i = 0; i < rows.size(); ++i) {
             const row& r = rows[i];
-            std::fprintf(f,
-                         "  {\"live_blocks\": %zu, \"blocks\": %zu, \"holes\": %zu, \"fragmentation\": %.4f, "
-                         "\"median_ns_per_pair\": %.2f, \"min_ns\": %.2f, \"max_ns\": %.2f, "
-                         "\"failed_allocations\": %zu, \"reps\": %zu, \"pairs\": %zu, \"seed\": %llu}%s\n",
-                         r.live, r.blocks, r.holes, r.fragmentation, r.median_ns, r.min_ns, r.max_ns,
-                         r.failures, reps, pairs, static_cast<unsigned long long>(seed),
-                         i + 1 < rows.size() ? "," : "");
+            std::fprintf(
+                f,
+                "  {\"live_blocks\": %zu, \"blocks\": %zu, \"holes\": %zu, \"fragmentation\": "
+                "%.4f, "
+                "\"median_ns_per_pair\": %.2f, \"min_ns\": %.2f, \"max_ns\": %.2f, "
+                "\"failed_allocations\": %zu, \"reps\": %zu, \"pairs\": %zu, \"seed\": %llu}%s\n",
+                r.live, r.blocks, r.holes, r.fragmentation, r.median_ns, r.min_ns, r.max_ns,
+                r.failures, reps, pairs, static_cast<unsigned long long>(seed),
+                i + 1 < rows.size() ? "," : "");
         }
         std::fprintf(f, "]\n");
         std::fclose(f);

@@ -82,19 +82,19 @@ struct timed : Strategy {
         return victim;
     }
 
-#define DTR_TIMED_HOOK(hook)                                                               \
-    template <class S>                                                                     \
-    void hook(S& s, const dtr::heuristic_context& c) {                                     \
-        if constexpr (requires(Strategy& x) { x.hook(s, c); }) {                           \
-            const auto t0 = clock_type::now();                                             \
-            Strategy::hook(s, c);                                                          \
-            const std::uint64_t ns = ns_since(t0);                                         \
-            if (measuring) {                                                               \
-                hook_ns += less_overhead(ns);                                              \
-                hook_samples.push_back(less_overhead(ns));                                 \
-                ++hook_calls;                                                              \
-            }                                                                              \
-        }                                                                                  \
+#define DTR_TIMED_HOOK(hook)                                      \
+    template <class S>                                            \
+    void hook(S& s, const dtr::heuristic_context& c) {            \
+        if constexpr (requires(Strategy & x) { x.hook(s, c); }) { \
+            const auto t0 = clock_type::now();                    \
+            Strategy::hook(s, c);                                 \
+            const std::uint64_t ns = ns_since(t0);                \
+            if (measuring) {                                      \
+                hook_ns += less_overhead(ns);                     \
+                hook_samples.push_back(less_overhead(ns));        \
+                ++hook_calls;                                     \
+            }                                                     \
+        }                                                         \
     }
     DTR_TIMED_HOOK(on_create)
     DTR_TIMED_HOOK(on_access)
@@ -122,7 +122,9 @@ struct result {
 //! sometimes a read of an older one, then releases among the oldest.
 template <class Runtime>
 void step(Runtime& rt, std::vector<tensor>& live, std::mt19937_64& rng, std::size_t live_target) {
-    auto pick = [&](std::size_t n) { return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng); };
+    auto pick = [&](std::size_t n) {
+        return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng);
+    };
     const std::size_t n = live.size();
     std::vector<tensor> in;
     const std::size_t arity = 1 + pick(3);
@@ -140,18 +142,23 @@ void step(Runtime& rt, std::vector<tensor>& live, std::mt19937_64& rng, std::siz
         live.push_back(outs[0]);
         live.push_back(outs[1]);
     } else {
-        live.push_back(rt.call([bytes](sim_ctx& ctx) { ctx.output(0, bytes); }, in, {.cost = cost}));
+        live.push_back(
+            rt.call([bytes](sim_ctx& ctx) { ctx.output(0, bytes); }, in, {.cost = cost}));
     }
-    if (pick(8) == 0) { auto pin = rt.pin(live[live.size() - 1 - pick(std::min<std::size_t>(live.size(), 256))]); }
+    if (pick(8) == 0) {
+        auto pin = rt.pin(live[live.size() - 1 - pick(std::min<std::size_t>(live.size(), 256))]);
+    }
     while (live.size() > live_target)
-        live.erase(live.begin() + static_cast<std::ptrdiff_t>(1 + pick(std::min<std::size_t>(live.size() - 1, 64))));
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(
+                                      1 + pick(std::min<std::size_t>(live.size() - 1, 64))));
 }
 
 template <class Strategy>
-result measure(const std::string& strategy_label, Strategy policy, std::size_t evictable, std::size_t decisions,
-               std::uint64_t seed) {
+result measure(const std::string& strategy_label, Strategy policy, std::size_t evictable,
+               std::size_t decisions, std::uint64_t seed) {
     using policy_type = timed<Strategy>;
-    dtr::runtime<dtr::sim_backend, policy_type> rt({}, dtr::sim_backend{}, policy_type(std::move(policy)));
+    dtr::runtime<dtr::sim_backend, policy_type> rt({}, dtr::sim_backend{},
+                                                   policy_type(std::move(policy)));
     std::mt19937_64 rng(seed);
     // Warm-up without a budget until `evictable` storages are resident and evictable, with
     // a history of released (evicted) storages behind them; then fix the budget at what is
@@ -161,7 +168,8 @@ result measure(const std::string& strategy_label, Strategy policy, std::size_t e
     while (rt.evictable_count() < evictable) step(rt, live, rng, live_target);
     rt.set_budget(rt.resident_bytes());
     // Settle, then measure.
-    for (std::size_t i = 0; i < std::min<std::size_t>(decisions / 4 + 1, 500); ++i) step(rt, live, rng, live_target);
+    for (std::size_t i = 0; i < std::min<std::size_t>(decisions / 4 + 1, 500); ++i)
+        step(rt, live, rng, live_target);
     auto& p = rt.heuristic();
     const auto start = rt.stats();
     p.measuring = true;
@@ -180,9 +188,12 @@ result measure(const std::string& strategy_label, Strategy policy, std::size_t e
     r.p90_ns = v[v.size() * 9 / 10];
     r.mean_pool = static_cast<double>(p.pool_sum) / static_cast<double>(r.decisions);
     const double searches = static_cast<double>(end.victim_searches - start.victim_searches);
-    r.evaluations_per_decision = static_cast<double>(end.heuristic_evaluations - start.heuristic_evaluations) / searches;
-    r.accesses_per_decision = static_cast<double>(end.metadata_accesses - start.metadata_accesses) / searches;
-    r.hook_ns_per_event = p.hook_calls ? static_cast<double>(p.hook_ns) / static_cast<double>(p.hook_calls) : 0;
+    r.evaluations_per_decision =
+        static_cast<double>(end.heuristic_evaluations - start.heuristic_evaluations) / searches;
+    r.accesses_per_decision =
+        static_cast<double>(end.metadata_accesses - start.metadata_accesses) / searches;
+    r.hook_ns_per_event =
+        p.hook_calls ? static_cast<double>(p.hook_ns) / static_cast<double>(p.hook_calls) : 0;
     r.events_per_decision = static_cast<double>(p.hook_calls) / static_cast<double>(r.decisions);
     if (!p.hook_samples.empty()) {
         auto mid = p.hook_samples.begin() + static_cast<std::ptrdiff_t>(p.hook_samples.size() / 2);
@@ -208,12 +219,14 @@ bool with_benchmarked_heuristic(std::string_view name, F&& f) {
 int main(int argc, char** argv) {
     std::vector<std::size_t> sizes{100, 1000, 10000, 100000};
     std::vector<std::string> heuristics{"dtr_eqclass", "dtr", "dtr_local"};
-    std::vector<std::string> strategies{"exhaustive", "sampled", "skip_small", "indexed", "indexed_approx"};
+    std::vector<std::string> strategies{"exhaustive", "sampled", "skip_small", "indexed",
+                                        "indexed_approx"};
     std::size_t decisions = 2000;
     std::size_t estar_max = 10000;
     std::uint64_t seed = 1;
     std::string json;
-    CLI::App app{"eviction_search: eviction-search strategies against the number of evictable storages"};
+    CLI::App app{
+        "eviction_search: eviction-search strategies against the number of evictable storages"};
     app.add_option("--sizes", sizes, "evictable storages (comma list or repeated)")
         ->delimiter(',')
         ->check(dtr::tools::positive);
@@ -222,8 +235,11 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"dtr_eqclass", "dtr", "dtr_local", "msps"}));
     app.add_option("--strategies", strategies, "search strategies (comma list or repeated)")
         ->delimiter(',')
-        ->check(CLI::IsMember({"exhaustive", "sampled", "skip_small", "indexed", "indexed_approx"}));
-    app.add_option("--decisions", decisions, "decisions per cell")->check(dtr::tools::positive)->capture_default_str();
+        ->check(
+            CLI::IsMember({"exhaustive", "sampled", "skip_small", "indexed", "indexed_approx"}));
+    app.add_option("--decisions", decisions, "decisions per cell")
+        ->check(dtr::tools::positive)
+        ->capture_default_str();
     app.add_option("--estar-max", estar_max, "largest pool for dtr and msps (exact e* is slow)")
         ->check(dtr::tools::positive)
         ->capture_default_str();
@@ -233,21 +249,23 @@ int main(int argc, char** argv) {
 
     std::vector<result> results;
     std::printf("timer overhead subtracted: %llu ns\n", static_cast<unsigned long long>(overhead));
-    std::printf("%-12s %-15s %9s %9s %11s %11s %8s %10s %11s %9s %9s %10s\n", "heuristic", "strategy", "evictable",
-                "mean pool", "median ns", "p90 ns", "speedup", "evals/dec", "access/dec", "hook mean", "hook med",
-                "events/dec");
+    std::printf("%-12s %-15s %9s %9s %11s %11s %8s %10s %11s %9s %9s %10s\n", "heuristic",
+                "strategy", "evictable", "mean pool", "median ns", "p90 ns", "speedup", "evals/dec",
+                "access/dec", "hook mean", "hook med", "events/dec");
     for (const std::string& hname : heuristics) {
         for (std::size_t n : sizes) {
             if ((hname == "dtr" || hname == "msps") && n > estar_max) {
-                std::printf("%-12s (skipped at %zu evictable: above --estar-max %zu)\n", hname.c_str(), n, estar_max);
+                std::printf("%-12s (skipped at %zu evictable: above --estar-max %zu)\n",
+                            hname.c_str(), n, estar_max);
                 continue;
             }
             double exhaustive_median = 0;
             for (const std::string& sname : strategies) {
                 // The exhaustive scan costs O(n) per decision: fewer decisions at scale.
-                const std::size_t d = sname == "exhaustive" || sname == "skip_small"
-                                          ? std::max<std::size_t>(101, std::min(decisions, 20'000'000 / n))
-                                          : decisions;
+                const std::size_t d =
+                    sname == "exhaustive" || sname == "skip_small"
+                        ? std::max<std::size_t>(101, std::min(decisions, 20'000'000 / n))
+                        : decisions;
                 bool known = false;
                 result r;
                 // A fixed menu keeps the build small: every runtime instantiated costs seconds.
@@ -257,28 +275,35 @@ int main(int argc, char** argv) {
                     known = dtr::search::with_strategy<H>(base, [&](auto stag) {
                         using S = typename decltype(stag)::type;
                         if constexpr (std::is_same_v<S, dtr::search::indexed<H>>)
-                            r = measure<S>(sname, S(H{}, sname == "indexed_approx" ? 0.125 : 0.0), n, d, seed);
+                            r = measure<S>(sname, S(H{}, sname == "indexed_approx" ? 0.125 : 0.0),
+                                           n, d, seed);
                         else
                             r = measure<S>(sname, S(H{}), n, d, seed);
                     });
                 });
                 if (!found) { // unreachable: --heuristics admits the menu only
-                    std::fprintf(stderr, "eviction_search: --heuristics: unbenchmarked heuristic %s\n", hname.c_str());
+                    std::fprintf(stderr,
+                                 "eviction_search: --heuristics: unbenchmarked heuristic %s\n",
+                                 hname.c_str());
                     return 2;
                 }
                 if (!known) {
-                    std::printf("%-12s %-15s (unsupported combination)\n", hname.c_str(), sname.c_str());
+                    std::printf("%-12s %-15s (unsupported combination)\n", hname.c_str(),
+                                sname.c_str());
                     continue;
                 }
                 if (sname == "exhaustive") exhaustive_median = static_cast<double>(r.median_ns);
                 const double speedup = exhaustive_median > 0 && r.median_ns > 0
                                            ? exhaustive_median / static_cast<double>(r.median_ns)
                                            : 0;
-                std::printf("%-12s %-15s %9zu %9.0f %11llu %11llu %7.1fx %10.1f %11.1f %9.1f %9llu %10.1f\n",
-                            r.heuristic.c_str(), r.strategy.c_str(), r.evictable, r.mean_pool,
-                            static_cast<unsigned long long>(r.median_ns), static_cast<unsigned long long>(r.p90_ns),
-                            speedup, r.evaluations_per_decision, r.accesses_per_decision, r.hook_ns_per_event,
-                            static_cast<unsigned long long>(r.hook_median_ns), r.events_per_decision);
+                std::printf(
+                    "%-12s %-15s %9zu %9.0f %11llu %11llu %7.1fx %10.1f %11.1f %9.1f %9llu "
+                    "%10.1f\n",
+                    r.heuristic.c_str(), r.strategy.c_str(), r.evictable, r.mean_pool,
+                    static_cast<unsigned long long>(r.median_ns),
+                    static_cast<unsigned long long>(r.p90_ns), speedup, r.evaluations_per_decision,
+                    r.accesses_per_decision, r.hook_ns_per_event,
+                    static_cast<unsigned long long>(r.hook_median_ns), r.events_per_decision);
                 std::fflush(stdout);
                 results.push_back(r);
             }
@@ -289,8 +314,9 @@ int main(int argc, char** argv) {
         f << "[";
         for (std::size_t i = 0; i < results.size(); ++i) {
             const result& r = results[i];
-            f << (i ? ",\n " : "") << "{\"strategy\": \"" << r.strategy << "\", \"heuristic\": \"" << r.heuristic
-              << "\", \"evictable\": " << r.evictable << ", \"median_ns\": " << r.median_ns << "}";
+            f << (i ? ",\n " : "") << "{\"strategy\": \"" << r.strategy << "\", \"heuristic\": \""
+              << r.heuristic << "\", \"evictable\": " << r.evictable
+              << ", \"median_ns\": " << r.median_ns << "}";
         }
         f << "]\n";
         if (!f) {

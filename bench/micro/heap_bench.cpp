@@ -105,7 +105,8 @@ struct tree_node : bi::set_base_hook<bi::link_mode<bi::normal_link>> {
     friend bool operator<(const tree_node& a, const tree_node& b) { return a.order < b.order; }
 };
 
-std::uint64_t run_tree(std::uint32_t n, const std::vector<step>& steps, std::uint32_t visit, std::uint32_t tick) {
+std::uint64_t run_tree(std::uint32_t n, const std::vector<step>& steps, std::uint32_t visit,
+                       std::uint32_t tick) {
     std::vector<tree_node> nodes(n);
     bi::multiset<tree_node, bi::constant_time_size<false>> tree;
     clock now{tick};
@@ -118,21 +119,24 @@ std::uint64_t run_tree(std::uint32_t n, const std::vector<step>& steps, std::uin
     for (const step& s : steps) {
         tree_node& x = nodes[s.member];
         switch (s.kind) {
-        case op::access:
-            tree.erase(tree.iterator_to(x));
-            x.order = ++now;
-            tree.insert(tree.end(), x); // the newest: the end, as indexed does
-            break;
-        case op::leave: tree.erase(tree.iterator_to(x)); break;
-        case op::rejoin:
-            x.order = ++now;
-            tree.insert(tree.end(), x);
-            break;
-        case op::visit: {
-            std::uint32_t k = 0;
-            for (auto it = tree.begin(); it != tree.end() && k < visit; ++it, ++k) sum = fold(sum, it->id);
-            break;
-        }
+            case op::access:
+                tree.erase(tree.iterator_to(x));
+                x.order = ++now;
+                tree.insert(tree.end(), x); // the newest: the end, as indexed does
+                break;
+            case op::leave:
+                tree.erase(tree.iterator_to(x));
+                break;
+            case op::rejoin:
+                x.order = ++now;
+                tree.insert(tree.end(), x);
+                break;
+            case op::visit: {
+                std::uint32_t k = 0;
+                for (auto it = tree.begin(); it != tree.end() && k < visit; ++it, ++k)
+                    sum = fold(sum, it->id);
+                break;
+            }
         }
     }
     tree.clear();
@@ -151,7 +155,8 @@ struct newer {
 // Repush: an access erases and pushes again (a new insertion stamp for a stable heap, which
 // then pops equal times in arrival order, as the multiset keeps them) instead of update().
 template <class Heap, bool Repush = false>
-std::uint64_t run_heap(std::uint32_t n, const std::vector<step>& steps, std::uint32_t visit, std::uint32_t tick) {
+std::uint64_t run_heap(std::uint32_t n, const std::vector<step>& steps, std::uint32_t visit,
+                       std::uint32_t tick) {
     Heap heap;
     std::vector<typename Heap::handle_type> handles(n);
     clock now{tick};
@@ -160,22 +165,28 @@ std::uint64_t run_heap(std::uint32_t n, const std::vector<step>& steps, std::uin
     for (const step& s : steps) {
         auto& h = handles[s.member];
         switch (s.kind) {
-        case op::access:
-            if constexpr (Repush) {
+            case op::access:
+                if constexpr (Repush) {
+                    heap.erase(h);
+                    h = heap.push(heap_item{++now, s.member});
+                } else {
+                    heap.decrease(h,
+                                  heap_item{++now, s.member}); // later in the order: lower priority
+                }
+                break;
+            case op::leave:
                 heap.erase(h);
-                h = heap.push(heap_item{++now, s.member});
-            } else {
-                heap.decrease(h, heap_item{++now, s.member}); // later in the order: lower priority
+                break;
+            case op::rejoin:
+                h = heap.push({++now, s.member});
+                break;
+            case op::visit: {
+                std::uint32_t k = 0;
+                for (auto it = heap.ordered_begin(); it != heap.ordered_end() && k < visit;
+                     ++it, ++k)
+                    sum = fold(sum, it->id);
+                break;
             }
-            break;
-        case op::leave: heap.erase(h); break;
-        case op::rejoin: h = heap.push({++now, s.member}); break;
-        case op::visit: {
-            std::uint32_t k = 0;
-            for (auto it = heap.ordered_begin(); it != heap.ordered_end() && k < visit; ++it, ++k)
-                sum = fold(sum, it->id);
-            break;
-        }
         }
     }
     return sum;
@@ -183,8 +194,8 @@ std::uint64_t run_heap(std::uint32_t n, const std::vector<step>& steps, std::uin
 
 using dary2 = bh::d_ary_heap<heap_item, bh::arity<2>, bh::mutable_<true>, bh::compare<newer>>;
 using dary4 = bh::d_ary_heap<heap_item, bh::arity<4>, bh::mutable_<true>, bh::compare<newer>>;
-using dary4_stable =
-    bh::d_ary_heap<heap_item, bh::arity<4>, bh::mutable_<true>, bh::stable<true>, bh::compare<newer>>;
+using dary4_stable = bh::d_ary_heap<heap_item, bh::arity<4>, bh::mutable_<true>, bh::stable<true>,
+                                    bh::compare<newer>>;
 using pairing = bh::pairing_heap<heap_item, bh::compare<newer>>;
 using fibonacci = bh::fibonacci_heap<heap_item, bh::compare<newer>>;
 
@@ -209,7 +220,8 @@ std::vector<head> make_heads(std::uint32_t buckets, std::size_t decisions, std::
     return all;
 }
 
-std::uint64_t run_std_heap(const std::vector<head>& all, std::uint32_t buckets, std::uint32_t pops) {
+std::uint64_t run_std_heap(const std::vector<head>& all, std::uint32_t buckets,
+                           std::uint32_t pops) {
     std::vector<head> heads;
     std::uint64_t sum = 0;
     for (std::size_t d = 0; d < all.size(); d += buckets) {
@@ -226,7 +238,8 @@ std::uint64_t run_std_heap(const std::vector<head>& all, std::uint32_t buckets, 
 }
 
 template <class Heap>
-std::uint64_t run_boost_heads(const std::vector<head>& all, std::uint32_t buckets, std::uint32_t pops) {
+std::uint64_t run_boost_heads(const std::vector<head>& all, std::uint32_t buckets,
+                              std::uint32_t pops) {
     Heap heap;
     heap.reserve(buckets);
     std::uint64_t sum = 0;
@@ -243,7 +256,8 @@ std::uint64_t run_boost_heads(const std::vector<head>& all, std::uint32_t bucket
 
 // Boost's pairing/fibonacci heaps have no reserve(): the heads workload rebuilds per decision.
 template <class Heap>
-std::uint64_t run_boost_node_heads(const std::vector<head>& all, std::uint32_t buckets, std::uint32_t pops) {
+std::uint64_t run_boost_node_heads(const std::vector<head>& all, std::uint32_t buckets,
+                                   std::uint32_t pops) {
     std::uint64_t sum = 0;
     for (std::size_t d = 0; d < all.size(); d += buckets) {
         Heap heap;
@@ -284,7 +298,8 @@ std::pair<double, std::uint64_t> time_it(std::size_t reps, std::size_t steps, F&
         const auto t0 = std::chrono::steady_clock::now();
         sum = f();
         const auto t1 = std::chrono::steady_clock::now();
-        ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / static_cast<double>(steps));
+        ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() /
+                     static_cast<double>(steps));
     }
     return {median(ns), sum};
 }
@@ -299,7 +314,8 @@ int main(int argc, char** argv) {
     std::uint64_t seed = 1;
     std::string json;
 
-    CLI::App app{"heap_bench: Boost.Heap's mutable heaps against dtr::search::indexed's structures"};
+    CLI::App app{
+        "heap_bench: Boost.Heap's mutable heaps against dtr::search::indexed's structures"};
     app.add_option("--members", members, "bucket sizes of workload 1 (repeat the flag)")
         ->check(dtr::tools::positive);
     app.add_option("--buckets", buckets, "non-empty buckets per decision in workload 2 (repeat)")
@@ -310,7 +326,8 @@ int main(int argc, char** argv) {
     app.add_option("--visit", visit, "members visited per decision (workload 1)")
         ->check(dtr::tools::positive)
         ->capture_default_str();
-    app.add_option("--ties", tick, "workload 1: the clock advances every TIES-th event (1: no ties)")
+    app.add_option("--ties", tick,
+                   "workload 1: the clock advances every TIES-th event (1: no ties)")
         ->check(dtr::tools::positive)
         ->capture_default_str();
     app.add_option("--pops", pops, "buckets visited per decision (workload 2)")
@@ -326,7 +343,8 @@ int main(int argc, char** argv) {
     std::vector<result> results;
     for (std::uint32_t n : members) {
         const auto seq = make_steps(n, steps, seed);
-        const auto [base_ns, base_sum] = time_it(reps, seq.size(), [&] { return run_tree(n, seq, visit, tick); });
+        const auto [base_ns, base_sum] =
+            time_it(reps, seq.size(), [&] { return run_tree(n, seq, visit, tick); });
         results.push_back({"bucket order", "intrusive multiset (current)", n, base_ns, 1.0, true});
         auto add = [&](const char* name, auto&& f) {
             const auto [ns, sum] = time_it(reps, seq.size(), f);
@@ -334,15 +352,18 @@ int main(int argc, char** argv) {
         };
         add("d_ary_heap<2> mutable", [&] { return run_heap<dary2>(n, seq, visit, tick); });
         add("d_ary_heap<4> mutable", [&] { return run_heap<dary4>(n, seq, visit, tick); });
-        add("d_ary_heap<4> mutable stable, repush", [&] { return run_heap<dary4_stable, true>(n, seq, visit, tick); });
+        add("d_ary_heap<4> mutable stable, repush",
+            [&] { return run_heap<dary4_stable, true>(n, seq, visit, tick); });
         add("pairing_heap", [&] { return run_heap<pairing>(n, seq, visit, tick); });
         add("fibonacci_heap", [&] { return run_heap<fibonacci>(n, seq, visit, tick); });
     }
     const std::size_t decisions = std::max<std::size_t>(1, steps / 8);
     for (std::uint32_t b : buckets) {
         const auto all = make_heads(b, decisions, seed);
-        const auto [base_ns, base_sum] = time_it(reps, decisions, [&] { return run_std_heap(all, b, pops); });
-        results.push_back({"bucket heads", "std::make_heap/pop_heap (current)", b, base_ns, 1.0, true});
+        const auto [base_ns, base_sum] =
+            time_it(reps, decisions, [&] { return run_std_heap(all, b, pops); });
+        results.push_back(
+            {"bucket heads", "std::make_heap/pop_heap (current)", b, base_ns, 1.0, true});
         auto add = [&](const char* name, auto&& f) {
             const auto [ns, sum] = time_it(reps, decisions, f);
             results.push_back({"bucket heads", name, b, ns, ns / base_ns, sum == base_sum});
@@ -356,11 +377,12 @@ int main(int argc, char** argv) {
     std::printf("%-13s %-36s %7s %12s %10s %9s\n", "workload", "structure", "size", "ns/step",
                 "vs current", "identical");
     for (const result& r : results)
-        std::printf("%-13s %-36s %7u %12.1f %10.2f %9s\n", r.workload.c_str(), r.structure.c_str(), r.size,
-                    r.ns_per_step, r.vs_current, r.identical ? "yes" : "NO");
-    std::printf("(bucket order: ns per step of a 60/15/15/10 access/leave/rejoin/visit-%u mix; "
-                "bucket heads: ns per decision popping %u of the buckets)\n",
-                visit, pops);
+        std::printf("%-13s %-36s %7u %12.1f %10.2f %9s\n", r.workload.c_str(), r.structure.c_str(),
+                    r.size, r.ns_per_step, r.vs_current, r.identical ? "yes" : "NO");
+    std::printf(
+        "(bucket order: ns per step of a 60/15/15/10 access/leave/rejoin/visit-%u mix; "
+        "bucket heads: ns per decision popping %u of the buckets)\n",
+        visit, pops);
 
     if (!json.empty()) {
         std::ofstream out(json);
@@ -373,12 +395,15 @@ int main(int argc, char** argv) {
             const result& r = results[i];
             char line[512];
             std::snprintf(line, sizeof line,
-                          "  {\"workload\": \"%s\", \"structure\": \"%s\", \"size\": %u, \"ns_per_step\": %.2f, "
-                          "\"vs_current\": %.3f, \"identical\": %s, \"steps\": %zu, \"visit\": %u, \"pops\": %u, "
+                          "  {\"workload\": \"%s\", \"structure\": \"%s\", \"size\": %u, "
+                          "\"ns_per_step\": %.2f, "
+                          "\"vs_current\": %.3f, \"identical\": %s, \"steps\": %zu, \"visit\": %u, "
+                          "\"pops\": %u, "
                           "\"ties\": %u, \"reps\": %zu, \"seed\": %llu}%s\n",
-                          r.workload.c_str(), r.structure.c_str(), r.size, r.ns_per_step, r.vs_current,
-                          r.identical ? "true" : "false", steps, visit, pops, tick, reps,
-                          static_cast<unsigned long long>(seed), i + 1 < results.size() ? "," : "");
+                          r.workload.c_str(), r.structure.c_str(), r.size, r.ns_per_step,
+                          r.vs_current, r.identical ? "true" : "false", steps, visit, pops, tick,
+                          reps, static_cast<unsigned long long>(seed),
+                          i + 1 < results.size() ? "," : "");
             out << line;
         }
         out << "]\n";

@@ -47,7 +47,8 @@ template <class F>
 double time_per_call(std::size_t calls, F&& body) {
     const auto start = clock_type::now();
     body();
-    return std::chrono::duration<double, std::nano>(clock_type::now() - start).count() / static_cast<double>(calls);
+    return std::chrono::duration<double, std::nano>(clock_type::now() - start).count() /
+           static_cast<double>(calls);
 }
 
 // The bare operator body, through the same op_context machinery a call uses would be
@@ -75,11 +76,11 @@ double independent(std::size_t calls, dtr::call_options opts) {
 // activations a backward pass would read), then released together. The release cascade is
 // part of the timed work. budget_fraction 1: no eviction; 0.25: a quarter of what they need.
 template <class Heuristic>
-double training(std::size_t calls, std::size_t length, double budget_fraction, dtr::call_options opts,
-                std::uint64_t* evictions = nullptr) {
+double training(std::size_t calls, std::size_t length, double budget_fraction,
+                dtr::call_options opts, std::uint64_t* evictions = nullptr) {
     const auto need = static_cast<double>((length + 1) * bytes);
-    const std::size_t budget = budget_fraction >= 1 ? dtr::unlimited
-                                                    : static_cast<std::size_t>(need * budget_fraction);
+    const std::size_t budget =
+        budget_fraction >= 1 ? dtr::unlimited : static_cast<std::size_t>(need * budget_fraction);
     dtr::runtime<dtr::host_backend, Heuristic> rt({.budget = budget});
     dtr::tensor x = rt.constant(bytes, [](auto b) { std::memset(b.data(), 1, bytes); });
     std::vector<dtr::tensor> live;
@@ -108,7 +109,9 @@ int main(int argc, char** argv) {
     std::size_t calls = 200000, reps = 9;
     std::string csv, json;
     CLI::App app{"overhead: per-call overhead of dtr::runtime::call on the host backend"};
-    app.add_option("--calls", calls, "calls per run")->check(dtr::tools::positive)->capture_default_str();
+    app.add_option("--calls", calls, "calls per run")
+        ->check(dtr::tools::positive)
+        ->capture_default_str();
     app.add_option("--reps", reps, "runs per scenario; the median is reported")
         ->check(dtr::tools::positive)
         ->capture_default_str();
@@ -126,45 +129,58 @@ int main(int argc, char** argv) {
         }
         rows.push_back({scenario, heuristic, cost, median(call_samples), median(body_samples)});
         const row& x = rows.back();
-        std::printf("%-12s %-10s %-9s %10.1f %10.1f %10.1f\n", scenario, heuristic, cost, x.call_ns, x.body_ns,
-                    x.call_ns - x.body_ns);
+        std::printf("%-12s %-10s %-9s %10.1f %10.1f %10.1f\n", scenario, heuristic, cost, x.call_ns,
+                    x.body_ns, x.call_ns - x.body_ns);
         std::fflush(stdout);
     };
-    std::printf("dtr::runtime::call overhead, 64-byte operator, %zu calls x %zu runs (median ns per call)\n",
-                calls, reps);
-    std::printf("%-12s %-10s %-9s %10s %10s %10s\n", "scenario", "heuristic", "cost", "call", "body", "overhead");
+    std::printf(
+        "dtr::runtime::call overhead, 64-byte operator, %zu calls x %zu runs (median ns per "
+        "call)\n",
+        calls, reps);
+    std::printf("%-12s %-10s %-9s %10s %10s %10s\n", "scenario", "heuristic", "cost", "call",
+                "body", "overhead");
     using dtr::heuristics::dtr_held;
     using dtr::heuristics::dtr_local;
     using dtr::heuristics::lru;
-    measure("independent", "dtr_local", "supplied", [&] { return independent<dtr_local>(calls, supplied); });
-    measure("independent", "dtr_local", "measured", [&] { return independent<dtr_local>(calls, measured); });
-    measure("training", "dtr_local", "supplied", [&] { return training<dtr_local>(calls, 1000, 1.0, supplied); });
-    measure("training", "dtr_local", "measured", [&] { return training<dtr_local>(calls, 1000, 1.0, measured); });
+    measure("independent", "dtr_local", "supplied",
+            [&] { return independent<dtr_local>(calls, supplied); });
+    measure("independent", "dtr_local", "measured",
+            [&] { return independent<dtr_local>(calls, measured); });
+    measure("training", "dtr_local", "supplied",
+            [&] { return training<dtr_local>(calls, 1000, 1.0, supplied); });
+    measure("training", "dtr_local", "measured",
+            [&] { return training<dtr_local>(calls, 1000, 1.0, measured); });
     std::uint64_t evictions = 0;
     measure("train@25%", "dtr_local", "supplied",
             [&] { return training<dtr_local>(calls, 1000, 0.25, supplied, &evictions); });
-    measure("train@25%", "lru", "supplied", [&] { return training<lru>(calls, 1000, 0.25, supplied); });
-    measure("training", "dtr_held", "supplied", [&] { return training<dtr_held>(calls, 1000, 1.0, supplied); });
-    measure("train@25%", "dtr_held", "supplied", [&] { return training<dtr_held>(calls, 1000, 0.25, supplied); });
-    measure("train@25%", "dtr_local", "measured", [&] { return training<dtr_local>(calls, 1000, 0.25, measured); });
-    std::printf("(train@25%%: %llu evictions per %zu calls; each scans the evictable storages, ~250)\n",
-                static_cast<unsigned long long>(evictions), calls);
+    measure("train@25%", "lru", "supplied",
+            [&] { return training<lru>(calls, 1000, 0.25, supplied); });
+    measure("training", "dtr_held", "supplied",
+            [&] { return training<dtr_held>(calls, 1000, 1.0, supplied); });
+    measure("train@25%", "dtr_held", "supplied",
+            [&] { return training<dtr_held>(calls, 1000, 0.25, supplied); });
+    measure("train@25%", "dtr_local", "measured",
+            [&] { return training<dtr_local>(calls, 1000, 0.25, measured); });
+    std::printf(
+        "(train@25%%: %llu evictions per %zu calls; each scans the evictable storages, ~250)\n",
+        static_cast<unsigned long long>(evictions), calls);
 
     if (!csv.empty()) {
         std::ofstream out(csv);
         out << "scenario,heuristic,cost,call_ns,body_ns,overhead_ns\n";
         for (const row& r : rows)
-            out << r.scenario << ',' << r.heuristic << ',' << r.cost << ',' << r.call_ns << ',' << r.body_ns << ','
-                << r.call_ns - r.body_ns << '\n';
+            out << r.scenario << ',' << r.heuristic << ',' << r.cost << ',' << r.call_ns << ','
+                << r.body_ns << ',' << r.call_ns - r.body_ns << '\n';
     }
     if (!json.empty()) {
         std::ofstream out(json);
         out << "[\n";
         for (std::size_t i = 0; i < rows.size(); ++i) {
             const row& r = rows[i];
-            out << "  {\"scenario\": \"" << r.scenario << "\", \"heuristic\": \"" << r.heuristic << "\", \"cost\": \""
-                << r.cost << "\", \"call_ns\": " << r.call_ns << ", \"body_ns\": " << r.body_ns
-                << ", \"overhead_ns\": " << r.call_ns - r.body_ns << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
+            out << "  {\"scenario\": \"" << r.scenario << "\", \"heuristic\": \"" << r.heuristic
+                << "\", \"cost\": \"" << r.cost << "\", \"call_ns\": " << r.call_ns
+                << ", \"body_ns\": " << r.body_ns << ", \"overhead_ns\": " << r.call_ns - r.body_ns
+                << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
         }
         out << "]\n";
     }

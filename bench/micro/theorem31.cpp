@@ -56,7 +56,8 @@ outcome run(std::size_t n, std::size_t budget, dtr::dealloc_policy dealloc) {
         o.out_of_memory = true;
     }
     const auto& st = rt.stats();
-    o.ops_per_layer = static_cast<double>(st.operators_run + st.rematerializations) / static_cast<double>(n);
+    o.ops_per_layer =
+        static_cast<double>(st.operators_run + st.rematerializations) / static_cast<double>(n);
     return o;
 }
 
@@ -78,14 +79,16 @@ int main(int argc, char** argv) {
     std::vector<std::string> policies{dtr::heuristics::dtr_reduced::name, "dtr", "dtr_eqclass"};
     dtr::dealloc_policy dealloc = dtr::dealloc_policy::banish;
     std::string dealloc_name = "banish", json;
-    CLI::App app{"theorem31: operations / N for an N-layer linear network under budgets c sqrt(N) + 4"};
+    CLI::App app{
+        "theorem31: operations / N for an N-layer linear network under budgets c sqrt(N) + 4"};
     app.add_option("--max", max_n, "largest N")->check(dtr::tools::positive)->capture_default_str();
     app.add_option("--c", cs, "budget factors c (comma list or repeated)")
         ->delimiter(',')
         ->check(dtr::tools::positive_real);
     app.add_option("--heuristics", policies, "policies (comma list or repeated)")
         ->delimiter(',')
-        ->check(CLI::IsMember(std::vector<std::string>{dtr::heuristics::dtr_reduced::name, "dtr", "dtr_eqclass", "dtr_local"}));
+        ->check(CLI::IsMember(std::vector<std::string>{dtr::heuristics::dtr_reduced::name, "dtr",
+                                                       "dtr_eqclass", "dtr_local"}));
     app.add_option("--dealloc", dealloc_name, "release policy")
         ->check(CLI::IsMember({"banish", "eager"}))
         ->capture_default_str();
@@ -108,18 +111,20 @@ int main(int argc, char** argv) {
             for (std::size_t n : sizes) {
                 std::printf("%8zu", n);
                 for (double c : cs) {
-                    const auto budget = static_cast<std::size_t>(c * std::sqrt(static_cast<double>(n))) + 4;
+                    const auto budget =
+                        static_cast<std::size_t>(c * std::sqrt(static_cast<double>(n))) + 4;
                     const outcome o = run<H>(n, budget, dealloc);
                     if (o.out_of_memory)
                         std::printf("   %-7s", "OOM");
                     else
                         std::printf("   %-7.3f", o.ops_per_layer);
                     char line[256];
-                    std::snprintf(line, sizeof line,
-                                  "%s  {\"heuristic\": \"%s\", \"dealloc\": \"%s\", \"n\": %zu, \"c\": %g, "
-                                  "\"budget\": %zu, \"status\": \"%s\", \"ops_per_layer\": %.6f}",
-                                  rows.empty() ? "" : ",\n", H::name, dealloc_name.c_str(), n, c, budget,
-                                  o.out_of_memory ? "oom" : "ok", o.ops_per_layer);
+                    std::snprintf(
+                        line, sizeof line,
+                        "%s  {\"heuristic\": \"%s\", \"dealloc\": \"%s\", \"n\": %zu, \"c\": %g, "
+                        "\"budget\": %zu, \"status\": \"%s\", \"ops_per_layer\": %.6f}",
+                        rows.empty() ? "" : ",\n", H::name, dealloc_name.c_str(), n, c, budget,
+                        o.out_of_memory ? "oom" : "ok", o.ops_per_layer);
                     rows += line;
                 }
                 std::printf("\n");

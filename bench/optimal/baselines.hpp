@@ -58,7 +58,8 @@ using graph::static_graph;
 //! forward node.
 [[nodiscard]] inline graph::schedule segment_schedule(const static_graph& g,
                                                       const std::vector<node_id>& checkpoints) {
-    DTR_EXPECTS(g.is_topologically_indexed(), "segment_schedule: graph must be topologically indexed");
+    DTR_EXPECTS(g.is_topologically_indexed(),
+                "segment_schedule: graph must be topologically indexed");
     const std::size_t n = g.size();
     std::vector<bool> is_checkpoint(n, false);
     bool any = false;
@@ -150,7 +151,7 @@ using graph::static_graph;
     const std::vector<node_id> fwd = forward_nodes(g);
     if (fwd.empty()) return {};
     const std::size_t n = g.size();
-    const std::size_t in = n, out = n + 1;  // virtual input and output
+    const std::size_t in = n, out = n + 1; // virtual input and output
     std::vector<std::vector<std::size_t>> adj(n + 2);
     std::vector<bool> present(n + 2, false);
     for (const node_id u : fwd)
@@ -201,7 +202,8 @@ using graph::static_graph;
 
 //! @brief Chen et al.'s sqrt(n) checkpoints: every k-th candidate, k = floor(sqrt(|C|)).
 //! `candidates` ascending.
-[[nodiscard]] inline std::vector<node_id> chen_sqrtn_checkpoints(const std::vector<node_id>& candidates) {
+[[nodiscard]] inline std::vector<node_id> chen_sqrtn_checkpoints(
+    const std::vector<node_id>& candidates) {
     if (candidates.empty()) return {};
     const auto k = std::max<std::size_t>(
         1, static_cast<std::size_t>(std::sqrt(static_cast<double>(candidates.size()))));
@@ -214,9 +216,8 @@ using graph::static_graph;
 //! @brief Chen et al.'s greedy checkpoints for segment budget `b` (their Algorithm 3 as
 //! Checkmate implements it): walk the forward nodes in topological order accumulating output
 //! bytes; at a candidate whose running sum exceeds `b`, checkpoint it and restart the sum.
-[[nodiscard]] inline std::vector<node_id> chen_greedy_checkpoints(const static_graph& g,
-                                                                  const std::vector<node_id>& candidates,
-                                                                  std::uint64_t b) {
+[[nodiscard]] inline std::vector<node_id> chen_greedy_checkpoints(
+    const static_graph& g, const std::vector<node_id>& candidates, std::uint64_t b) {
     std::vector<bool> is_candidate(g.size(), false);
     for (const node_id c : candidates) is_candidate[c] = true;
     std::vector<node_id> out;
@@ -235,14 +236,15 @@ using graph::static_graph;
 struct plan_point {
     std::vector<node_id> checkpoints;
     graph::schedule events;
-    double cost = 0.0;          //!< from the checker
-    std::uint64_t peak = 0;     //!< from the checker
-    std::uint64_t parameter = 0;//!< the greedy segment budget that produced it (0 for sqrt(n))
+    double cost = 0.0;           //!< from the checker
+    std::uint64_t peak = 0;      //!< from the checker
+    std::uint64_t parameter = 0; //!< the greedy segment budget that produced it (0 for sqrt(n))
 };
 
 //! @brief Evaluates a checkpoint set with the independent checker (no budget).
 //! @throws dtr::logic_error if the plan fails the check (a bug in segment_schedule).
-[[nodiscard]] inline plan_point evaluate_plan(const static_graph& g, std::vector<node_id> checkpoints,
+[[nodiscard]] inline plan_point evaluate_plan(const static_graph& g,
+                                              std::vector<node_id> checkpoints,
                                               std::uint64_t parameter = 0) {
     plan_point p;
     p.events = segment_schedule(g, checkpoints);
@@ -260,8 +262,8 @@ struct plan_point {
 //! that the best plan under any memory budget is among them.
 //! Complexity: O(F^3) greedy passes over F forward nodes, plus one evaluation per distinct
 //! plan.
-[[nodiscard]] inline std::vector<plan_point> chen_greedy_sweep(const static_graph& g,
-                                                               const std::vector<node_id>& candidates) {
+[[nodiscard]] inline std::vector<plan_point> chen_greedy_sweep(
+    const static_graph& g, const std::vector<node_id>& candidates) {
     const std::vector<node_id> fwd = forward_nodes(g);
     std::vector<std::uint64_t> prefix(fwd.size() + 1, 0);
     for (std::size_t i = 0; i < fwd.size(); ++i) prefix[i + 1] = prefix[i] + g[fwd[i]].output_bytes;
@@ -287,8 +289,8 @@ struct plan_point {
                                                   std::uint64_t budget) {
     const plan_point* best = nullptr;
     for (const auto& p : plans)
-        if (p.peak <= budget && (!best || p.cost < best->cost ||
-                                 (p.cost == best->cost && p.peak < best->peak)))
+        if (p.peak <= budget &&
+            (!best || p.cost < best->cost || (p.cost == best->cost && p.peak < best->peak)))
             best = &p;
     return best;
 }

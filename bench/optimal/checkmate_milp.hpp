@@ -61,28 +61,32 @@ namespace dtr::optimal {
 
 //! @brief How a solve ended.
 enum class solve_status {
-    optimal,      //!< proven optimal
-    feasible,     //!< stopped at the time limit with an incumbent; see gap
-    infeasible,   //!< proven: no schedule fits the budget
-    no_solution,  //!< stopped at the time limit without any integer solution
+    optimal,     //!< proven optimal
+    feasible,    //!< stopped at the time limit with an incumbent; see gap
+    infeasible,  //!< proven: no schedule fits the budget
+    no_solution, //!< stopped at the time limit without any integer solution
 };
 
 [[nodiscard]] constexpr const char* to_string(solve_status s) noexcept {
     switch (s) {
-    case solve_status::optimal: return "optimal";
-    case solve_status::feasible: return "feasible";
-    case solve_status::infeasible: return "infeasible";
-    case solve_status::no_solution: return "no_solution";
+        case solve_status::optimal:
+            return "optimal";
+        case solve_status::feasible:
+            return "feasible";
+        case solve_status::infeasible:
+            return "infeasible";
+        case solve_status::no_solution:
+            return "no_solution";
     }
     return "unknown";
 }
 
 //! @brief Solver settings.
 struct milp_options {
-    double time_limit_s = 60.0;  //!< wall-clock limit of one solve
-    int threads = 1;             //!< CBC threads (ignored when CBC lacks thread support)
-    bool log = false;            //!< let CBC/CLP print their logs
-    const staged_plan* start = nullptr;  //!< optional MIP start (integral, frontier-advancing)
+    double time_limit_s = 60.0;         //!< wall-clock limit of one solve
+    int threads = 1;                    //!< CBC threads (ignored when CBC lacks thread support)
+    bool log = false;                   //!< let CBC/CLP print their logs
+    const staged_plan* start = nullptr; //!< optional MIP start (integral, frontier-advancing)
     //! CBC's integer preprocessing (CglPreProcess). Off by default: in CBC 2.10 it ignores the
     //! time limit (it ran for over ten minutes on the 100-node random layered graph under a
     //! 20 s limit) and it made vgg_unet slower (no proof in 160 s with it, optimal in 96 s
@@ -91,7 +95,7 @@ struct milp_options {
     //! Measure the limit in process CPU time instead of wall-clock time: reproducible on a
     //! shared machine, where wall-clock limits shrink with the load.
     bool cpu_time = false;
-    std::vector<std::string> cbc_args;   //!< extra CBC driver arguments, passed before -solve
+    std::vector<std::string> cbc_args; //!< extra CBC driver arguments, passed before -solve
 };
 
 //! @brief Size of a built model.
@@ -102,22 +106,22 @@ struct model_size {
 //! @brief Outcome of solve_milp().
 struct milp_result {
     solve_status status = solve_status::no_solution;
-    double objective = std::numeric_limits<double>::quiet_NaN();  //!< incumbent's objective
-    double bound = std::numeric_limits<double>::quiet_NaN();      //!< proven lower bound
-    double gap = std::numeric_limits<double>::quiet_NaN();        //!< (objective-bound)/objective
+    double objective = std::numeric_limits<double>::quiet_NaN(); //!< incumbent's objective
+    double bound = std::numeric_limits<double>::quiet_NaN();     //!< proven lower bound
+    double gap = std::numeric_limits<double>::quiet_NaN();       //!< (objective-bound)/objective
     double seconds = 0.0;
-    bool start_given = false;   //!< a MIP start was passed to CBC
-    std::optional<staged_plan> plan;  //!< S as solved, R the cheapest for that S
+    bool start_given = false;        //!< a MIP start was passed to CBC
+    std::optional<staged_plan> plan; //!< S as solved, R the cheapest for that S
     model_size size;
 };
 
 //! @brief Outcome of solve_lp().
 struct lp_result {
-    bool solved = false;       //!< optimal LP found (false: infeasible or time limit)
-    bool infeasible = false;   //!< proven infeasible (so is the MILP)
-    double bound = std::numeric_limits<double>::quiet_NaN();  //!< LP optimum: lower bound
+    bool solved = false;     //!< optimal LP found (false: infeasible or time limit)
+    bool infeasible = false; //!< proven infeasible (so is the MILP)
+    double bound = std::numeric_limits<double>::quiet_NaN(); //!< LP optimum: lower bound
     double seconds = 0.0;
-    std::vector<double> s;     //!< fractional S, n*n row-major (zero where not a variable)
+    std::vector<double> s; //!< fractional S, n*n row-major (zero where not a variable)
     model_size size;
 };
 
@@ -127,7 +131,8 @@ namespace detail {
 class checkmate_model {
 public:
     checkmate_model(const static_graph& g, std::uint64_t budget) : g_(g), n_(g.size()) {
-        DTR_EXPECTS(g.is_topologically_indexed(), "checkmate MILP: graph must be topologically indexed");
+        DTR_EXPECTS(g.is_topologically_indexed(),
+                    "checkmate MILP: graph must be topologically indexed");
         DTR_EXPECTS(n_ > 0, "checkmate MILP: empty graph");
         for (node_id v = 0; v < n_; ++v)
             scale_ = std::max(scale_, static_cast<double>(g[v].output_bytes));
@@ -136,12 +141,18 @@ public:
         build();
     }
 
-    [[nodiscard]] int r(std::size_t t, node_id i) const { return static_cast<int>(t * (t + 1) / 2 + i); }
+    [[nodiscard]] int r(std::size_t t, node_id i) const {
+        return static_cast<int>(t * (t + 1) / 2 + i);
+    }
     [[nodiscard]] int s(std::size_t t, node_id i) const {
         return static_cast<int>(s0_ + t * (t - 1) / 2 + i);
     }
-    [[nodiscard]] int u(std::size_t t, node_id k) const { return static_cast<int>(u0_ + t * (t + 1) / 2 + k); }
-    [[nodiscard]] double mem(node_id v) const { return static_cast<double>(g_[v].output_bytes) / scale_; }
+    [[nodiscard]] int u(std::size_t t, node_id k) const {
+        return static_cast<int>(u0_ + t * (t + 1) / 2 + k);
+    }
+    [[nodiscard]] double mem(node_id v) const {
+        return static_cast<double>(g_[v].output_bytes) / scale_;
+    }
 
     //! Loads the model into `solver`; `integral` marks R, S, FREE as integers.
     void load(OsiClpSolverInterface& solver, bool integral, bool names) const {
@@ -157,11 +168,13 @@ public:
         const CoinPackedMatrix m(false, static_cast<int>(collb_.size()), static_cast<int>(rows),
                                  static_cast<CoinBigIndex>(row_index_.size()), row_value_.data(),
                                  row_index_.data(), start.data(), length.data());
-        solver.loadProblem(m, collb_.data(), colub_.data(), obj_.data(), rowlb_.data(), rowub_.data());
+        solver.loadProblem(m, collb_.data(), colub_.data(), obj_.data(), rowlb_.data(),
+                           rowub_.data());
         if (integral)
             for (std::size_t c = 0; c < binaries_; ++c) solver.setInteger(static_cast<int>(c));
         if (names)
-            for (std::size_t c = 0; c < names_size(); ++c) solver.setColName(static_cast<int>(c), name(c));
+            for (std::size_t c = 0; c < names_size(); ++c)
+                solver.setColName(static_cast<int>(c), name(c));
     }
 
     [[nodiscard]] model_size size() const {
@@ -172,8 +185,10 @@ public:
     [[nodiscard]] std::vector<double> values(const staged_plan& p) const {
         std::vector<double> x(collb_.size(), 0.0);
         for (std::size_t t = 0; t < n_; ++t) {
-            for (node_id i = 0; i <= t; ++i) x[static_cast<std::size_t>(r(t, i))] = p.r(t, i) ? 1.0 : 0.0;
-            for (node_id i = 0; i < t; ++i) x[static_cast<std::size_t>(s(t, i))] = p.s(t, i) ? 1.0 : 0.0;
+            for (node_id i = 0; i <= t; ++i)
+                x[static_cast<std::size_t>(r(t, i))] = p.r(t, i) ? 1.0 : 0.0;
+            for (node_id i = 0; i < t; ++i)
+                x[static_cast<std::size_t>(s(t, i))] = p.s(t, i) ? 1.0 : 0.0;
             const auto um = stage_memory(g_, p, t);
             for (node_id k = 0; k <= t; ++k) x[static_cast<std::size_t>(u(t, k))] = um[k] / scale_;
         }
@@ -205,7 +220,8 @@ public:
         }
         if (c < u0_) {
             const auto& f = frees_[c - f0_];
-            return "F_" + std::to_string(f.t) + "_" + std::to_string(f.i) + "_" + std::to_string(f.k);
+            return "F_" + std::to_string(f.t) + "_" + std::to_string(f.i) + "_" +
+                   std::to_string(f.k);
         }
         const std::size_t q = c - u0_;
         std::size_t t = 0;
@@ -251,15 +267,15 @@ private:
         row_start_.push_back(0);
         // R: objective (1a); R[t,t] = 1 is the frontier-advancing partition.
         for (std::size_t t = 0; t < n; ++t)
-            for (node_id i = 0; i <= t; ++i)
-                add_col(i == t ? 1.0 : 0.0, 1.0, g_[i].compute_cost);
+            for (node_id i = 0; i <= t; ++i) add_col(i == t ? 1.0 : 0.0, 1.0, g_[i].compute_cost);
         s0_ = collb_.size();
         for (std::size_t t = 1; t < n; ++t)
             for (node_id i = 0; i < t; ++i) add_col(0.0, 1.0, 0.0);
         f0_ = collb_.size();
         for (std::size_t t = 1; t < n; ++t)
             for (node_id k = 0; k < t; ++k) {
-                for (const node_id i : g_.predecessors(k)) frees_.push_back({add_col(0.0, 1.0, 0.0), t, i, k});
+                for (const node_id i : g_.predecessors(k))
+                    frees_.push_back({add_col(0.0, 1.0, 0.0), t, i, k});
                 frees_.push_back({add_col(0.0, 1.0, 0.0), t, k, k});
             }
         u0_ = collb_.size();
@@ -298,8 +314,10 @@ private:
                 if (has_next) term(s(f.t + 1, f.i), sign);
                 for (const node_id j : g_.successors(f.i))
                     if (j > f.k && j <= f.t) term(r(f.t, j), sign);
-                if (pass == 0) add_row(0.0, inf);
-                else add_row(1.0 - kappa, inf);
+                if (pass == 0)
+                    add_row(0.0, inf);
+                else
+                    add_row(1.0 - kappa, inf);
             }
         }
         // (2)-(3): memory recurrence.
@@ -315,9 +333,11 @@ private:
                 term(u(t, k), -1.0);
                 term(r(t, k + 1), -mem(k + 1));
                 // FREE columns of (t, ., k) were created consecutively: preds then k.
-                for (; next_free < frees_.size() && frees_[next_free].t == t && frees_[next_free].k == k;
+                for (; next_free < frees_.size() && frees_[next_free].t == t &&
+                       frees_[next_free].k == k;
                      ++next_free)
-                    if (mem(frees_[next_free].i) != 0.0) term(frees_[next_free].col, mem(frees_[next_free].i));
+                    if (mem(frees_[next_free].i) != 0.0)
+                        term(frees_[next_free].col, mem(frees_[next_free].i));
                 add_row(0.0, 0.0);
             }
         }
@@ -380,9 +400,15 @@ inline double seconds_since(std::chrono::steady_clock::time_point t0) {
     const std::string seconds = std::to_string(std::max(1.0, opt.time_limit_s));
     const std::string threads = std::to_string(std::max(1, opt.threads));
     const std::string log = opt.log ? "1" : "0";
-    std::vector<const char*> argv = {"dtr-optimal", "-log", log.c_str(), "-timeMode",
+    std::vector<const char*> argv = {"dtr-optimal",
+                                     "-log",
+                                     log.c_str(),
+                                     "-timeMode",
                                      opt.cpu_time ? "cpu" : "elapsed",
-                                     "-sec", seconds.c_str(), "-threads", threads.c_str()};
+                                     "-sec",
+                                     seconds.c_str(),
+                                     "-threads",
+                                     threads.c_str()};
     if (!opt.preprocess) {
         argv.push_back("-preprocess");
         argv.push_back("off");
@@ -390,7 +416,8 @@ inline double seconds_since(std::chrono::steady_clock::time_point t0) {
     for (const auto& a : opt.cbc_args) argv.push_back(a.c_str());
     argv.push_back("-solve");
     argv.push_back("-quit");
-    CbcMain1(static_cast<int>(argv.size()), argv.data(), cbc, [](CbcModel*, int) { return 0; }, data);
+    CbcMain1(
+        static_cast<int>(argv.size()), argv.data(), cbc, [](CbcModel*, int) { return 0; }, data);
     res.seconds = detail::seconds_since(t0);
 
     const double* x = cbc.bestSolution();
@@ -399,14 +426,16 @@ inline double seconds_since(std::chrono::steady_clock::time_point t0) {
         res.objective = cbc.getObjValue();
         res.status = cbc.isProvenOptimal() ? solve_status::optimal : solve_status::feasible;
         if (res.status == solve_status::optimal) res.bound = res.objective;
-        res.gap = res.objective > 0 ? std::max(0.0, (res.objective - res.bound) / res.objective) : 0.0;
+        res.gap =
+            res.objective > 0 ? std::max(0.0, (res.objective - res.bound) / res.objective) : 0.0;
         const std::size_t n = g.size();
         staged_plan p(n);
         for (std::size_t t = 1; t < n; ++t)
             for (node_id i = 0; i < t; ++i) p.set_s(t, i, x[model.s(t, i)] > 0.5);
         res.plan = minimal_recomputation(g, std::move(p));
     } else {
-        res.status = cbc.isProvenInfeasible() ? solve_status::infeasible : solve_status::no_solution;
+        res.status =
+            cbc.isProvenInfeasible() ? solve_status::infeasible : solve_status::no_solution;
     }
     return res;
 }
@@ -439,7 +468,8 @@ inline double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 //! @brief Phase two of Checkmate's LP rounding: a rounded S (n*n row-major 0/1, strictly
 //! lower-triangular) completed with the cheapest R and flattened to events.
-[[nodiscard]] inline graph::schedule schedule_for_s(const static_graph& g, const std::vector<bool>& s) {
+[[nodiscard]] inline graph::schedule schedule_for_s(const static_graph& g,
+                                                    const std::vector<bool>& s) {
     const std::size_t n = g.size();
     staged_plan p(n);
     for (std::size_t t = 1; t < n; ++t)
@@ -449,16 +479,17 @@ inline double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 //! @brief A rounded schedule and how it was obtained.
 struct rounding_result {
-    std::optional<graph::schedule> events;  //!< best schedule that passed the checker
+    std::optional<graph::schedule> events; //!< best schedule that passed the checker
     double cost = std::numeric_limits<double>::quiet_NaN();
     std::uint64_t peak = 0;
-    std::string how;      //!< "threshold 0.5", "random #17", ...
+    std::string how; //!< "threshold 0.5", "random #17", ...
     std::size_t tried = 0;
     std::size_t feasible = 0;
 
     //! Completes the rounded S, checks it under `budget` and keeps it when it is the cheapest
     //! schedule that passed so far.
-    void consider(const static_graph& g, const std::vector<bool>& s, std::uint64_t budget, std::string label) {
+    void consider(const static_graph& g, const std::vector<bool>& s, std::uint64_t budget,
+                  std::string label) {
         auto ev = schedule_for_s(g, s);
         const auto chk = graph::check_schedule(g, ev, budget);
         ++tried;
@@ -475,9 +506,9 @@ struct rounding_result {
 
 //! @brief Deterministic rounding: S = [S* >= threshold] for each threshold (Checkmate sweeps
 //! 0.1..0.9); keeps the cheapest schedule that passes the checker under `budget`.
-[[nodiscard]] inline rounding_result round_deterministic(const static_graph& g, const std::vector<double>& s_frac,
-                                                         std::uint64_t budget,
-                                                         const std::vector<double>& thresholds = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9}) {
+[[nodiscard]] inline rounding_result round_deterministic(
+    const static_graph& g, const std::vector<double>& s_frac, std::uint64_t budget,
+    const std::vector<double>& thresholds = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9}) {
     rounding_result best;
     for (const double th : thresholds) {
         std::vector<bool> s(s_frac.size());
@@ -489,8 +520,10 @@ struct rounding_result {
 
 //! @brief Randomized rounding: S[t,i] ~ Bernoulli(S*[t,i]), `samples` draws from a fixed seed;
 //! keeps the cheapest schedule that passes the checker under `budget`.
-[[nodiscard]] inline rounding_result round_randomized(const static_graph& g, const std::vector<double>& s_frac,
-                                                      std::uint64_t budget, std::size_t samples = 100,
+[[nodiscard]] inline rounding_result round_randomized(const static_graph& g,
+                                                      const std::vector<double>& s_frac,
+                                                      std::uint64_t budget,
+                                                      std::size_t samples = 100,
                                                       std::uint64_t seed = 20210503) {
     rounding_result best;
     std::mt19937_64 rng(seed);

@@ -24,10 +24,11 @@ namespace dtr::optimal {
 
 //! @brief The cheapest plan whose MILP memory accounting (every U[t,k]) fits `budget`, or
 //! nullopt when none does. @throws dtr::logic_error for graphs of more than 7 nodes.
-[[nodiscard]] inline std::optional<staged_plan> exhaustive_optimum(const static_graph& g, std::uint64_t budget) {
+[[nodiscard]] inline std::optional<staged_plan> exhaustive_optimum(const static_graph& g,
+                                                                   std::uint64_t budget) {
     const std::size_t n = g.size();
     DTR_EXPECTS(n <= 7, "exhaustive_optimum: only for graphs of at most 7 nodes");
-    std::vector<std::pair<std::size_t, node_id>> cells;  // (t, i), i < t
+    std::vector<std::pair<std::size_t, node_id>> cells; // (t, i), i < t
     for (std::size_t t = 1; t < n; ++t)
         for (node_id i = 0; i < t; ++i) cells.emplace_back(t, i);
     std::optional<staged_plan> best;

@@ -22,12 +22,12 @@
 #include "checkmate_milp.hpp"
 #endif
 
+#include <dtr/heuristic/by_name.hpp>
+#include <dtr_tools/cli.hpp>
 #include <dtr_tools/graph/checkmate_reader.hpp>
 #include <dtr_tools/graph/dtr_simulation.hpp>
-#include <dtr/heuristic/by_name.hpp>
 #include <dtr_tools/graph/schedule_checker.hpp>
 #include <dtr_tools/graph/static_graph.hpp>
-#include <dtr_tools/cli.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -58,8 +58,8 @@ struct options {
     double time_limit = 60.0;
     double lp_time_limit = 600.0;
     std::string json;
-    std::vector<std::string> strategies;  // empty: all
-    std::vector<std::size_t> budget_index;  // empty: every budget of the sweep
+    std::vector<std::string> strategies;   // empty: all
+    std::vector<std::size_t> budget_index; // empty: every budget of the sweep
     std::size_t milp_max_nodes = 200;
     std::size_t lp_max_nodes = 400;
     std::size_t samples = 100;
@@ -73,10 +73,15 @@ struct options {
 //! Parses the command line into `o` (the tools' convention: dtr_tools/cli.hpp).
 //! @returns nullopt to go on, else the exit status (0 after --help, 2 after a bad argument).
 std::optional<int> parse_args(int argc, char** argv, options& o) {
-    CLI::App app{"dtr-optimal: Checkmate's MILP (CBC), Chen et al.'s heuristics and DTR on static "
-                 "training graphs"};
-    app.add_option("graphs", o.graphs, "Checkmate graphs (JSON)")->required()->check(CLI::ExistingFile);
-    app.add_option("--budgets", o.budgets, "budgets of the sweep")->check(dtr::tools::positive)->capture_default_str();
+    CLI::App app{
+        "dtr-optimal: Checkmate's MILP (CBC), Chen et al.'s heuristics and DTR on static "
+        "training graphs"};
+    app.add_option("graphs", o.graphs, "Checkmate graphs (JSON)")
+        ->required()
+        ->check(CLI::ExistingFile);
+    app.add_option("--budgets", o.budgets, "budgets of the sweep")
+        ->check(dtr::tools::positive)
+        ->capture_default_str();
     app.add_option("--time-limit", o.time_limit, "seconds per MILP solve")
         ->check(dtr::tools::non_negative_real)
         ->capture_default_str();
@@ -84,18 +89,24 @@ std::optional<int> parse_args(int argc, char** argv, options& o) {
         ->check(dtr::tools::non_negative_real)
         ->capture_default_str();
     app.add_option("--json", o.json, "write the results as JSON to FILE");
-    app.add_option("--strategies", o.strategies, "strategies to run (comma list or repeated; default all)")
+    app.add_option("--strategies", o.strategies,
+                   "strategies to run (comma list or repeated; default all)")
         ->delimiter(',');
-    app.add_option("--budget-index", o.budget_index, "run only these budgets of the sweep (comma list or repeated)")
+    app.add_option("--budget-index", o.budget_index,
+                   "run only these budgets of the sweep (comma list or repeated)")
         ->delimiter(',');
-    app.add_option("--milp-max-nodes", o.milp_max_nodes, "largest graph for the MILP")->capture_default_str();
-    app.add_option("--lp-max-nodes", o.lp_max_nodes, "largest graph for the LP rounding")->capture_default_str();
-    app.add_option("--samples", o.samples, "samples of the randomized rounding")->capture_default_str();
+    app.add_option("--milp-max-nodes", o.milp_max_nodes, "largest graph for the MILP")
+        ->capture_default_str();
+    app.add_option("--lp-max-nodes", o.lp_max_nodes, "largest graph for the LP rounding")
+        ->capture_default_str();
+    app.add_option("--samples", o.samples, "samples of the randomized rounding")
+        ->capture_default_str();
     app.add_flag("--preprocess", o.preprocess, "use CBC's integer preprocessing (CglPreProcess)");
     app.add_flag("--cpu-time", o.cpu_time, "measure the time limits in CPU time, not elapsed time");
     app.add_flag("--log", o.log, "show the solver's log");
     std::string restore_name = o.restore == restore_pins::hold ? "hold" : "yield";
-    app.add_option("--restore-pins", restore_name, "the DTR strategies' pins while restoring inputs")
+    app.add_option("--restore-pins", restore_name,
+                   "the DTR strategies' pins while restoring inputs")
         ->check(CLI::IsMember({"hold", "yield"}))
         ->capture_default_str();
     auto status = dtr::tools::parse_command_line(app, argc, argv);
@@ -104,7 +115,8 @@ std::optional<int> parse_args(int argc, char** argv, options& o) {
 }
 
 double now_s() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -120,7 +132,8 @@ outcome from_plan(const plan_point* p, double seconds, const std::string& what) 
     }
     o.events = p->events;
     o.detail = what;
-    if (!p->checkpoints.empty()) o.detail += ", " + std::to_string(p->checkpoints.size()) + " checkpoints";
+    if (!p->checkpoints.empty())
+        o.detail += ", " + std::to_string(p->checkpoints.size()) + " checkpoints";
     return o;
 }
 
@@ -136,7 +149,8 @@ std::optional<staged_plan> best_start(const strategy_context& c, std::string* fr
     for (const auto& e : c.smaller) candidates.push_back(&e);
     for (const checked_outcome* ep : candidates) {
         const auto& e = *ep;
-        if (!e.checked_ok || !e.raw.events || e.peak > c.budget || (best && e.cost >= best->cost)) continue;
+        if (!e.checked_ok || !e.raw.events || e.peak > c.budget || (best && e.cost >= best->cost))
+            continue;
         auto p = from_schedule(c.graph, *e.raw.events);
         if (!p) continue;
         auto q = prune_checkpoints(c.graph, std::move(*p));
@@ -149,8 +163,8 @@ std::optional<staged_plan> best_start(const strategy_context& c, std::string* fr
     }
     if (best && from) {
         *from = best->strategy;
-        if (std::find_if(c.earlier.begin(), c.earlier.end(), [&](const checked_outcome& e) { return &e == best; }) ==
-            c.earlier.end())
+        if (std::find_if(c.earlier.begin(), c.earlier.end(),
+                         [&](const checked_outcome& e) { return &e == best; }) == c.earlier.end())
             *from += " at a smaller budget";
     }
     return plan;
@@ -176,20 +190,23 @@ std::string failure_detail(const static_graph& g, const graph::dtr_run& run) {
         bytes[k] += g[u].output_bytes;
         ++count[k];
         total += g[u].output_bytes;
-        nodes += (nodes.empty() ? "" : " ") + std::to_string(u) + "(" + std::to_string(g[u].output_bytes) + ")";
+        nodes += (nodes.empty() ? "" : " ") + std::to_string(u) + "(" +
+                 std::to_string(g[u].output_bytes) + ")";
     }
     std::uint64_t f_inputs = 0;
     for (const graph::node_id u : g.predecessors(f)) f_inputs += g[u].output_bytes;
     std::ostringstream out;
-    out << "program node " << p << ", failing node " << f << (f == p ? " (the call itself)" : " (rematerialised)")
-        << " output " << g[f].output_bytes << " + inputs " << f_inputs << "; resident at failure " << total << " in "
-        << run.resident_at_failure.size() << ": failing node's inputs " << bytes[0] << " (" << count[0]
-        << "), program node's inputs " << bytes[1] << " (" << count[1] << "), other restore frames " << bytes[2]
-        << " (" << count[2] << "); nodes " << nodes;
+    out << "program node " << p << ", failing node " << f
+        << (f == p ? " (the call itself)" : " (rematerialised)") << " output " << g[f].output_bytes
+        << " + inputs " << f_inputs << "; resident at failure " << total << " in "
+        << run.resident_at_failure.size() << ": failing node's inputs " << bytes[0] << " ("
+        << count[0] << "), program node's inputs " << bytes[1] << " (" << count[1]
+        << "), other restore frames " << bytes[2] << " (" << count[2] << "); nodes " << nodes;
     return out.str();
 }
 
-std::vector<strategy> make_strategies(const static_graph& g, const options& opt, std::ostream& note) {
+std::vector<strategy> make_strategies(const static_graph& g, const options& opt,
+                                      std::ostream& note) {
     std::vector<strategy> out;
     const bool has_backward = std::any_of(g.nodes().begin(), g.nodes().end(),
                                           [](const graph::node& x) { return x.backward; });
@@ -200,7 +217,8 @@ std::vector<strategy> make_strategies(const static_graph& g, const options& opt,
         auto all = std::make_shared<std::vector<plan_point>>(1, evaluate_plan(g, {}));
         const double seconds = now_s() - t0;
         out.push_back({"checkpoint_all", [all, seconds](const strategy_context& c) {
-                           return from_plan(best_under(*all, c.budget), seconds, "topological order, free after last use");
+                           return from_plan(best_under(*all, c.budget), seconds,
+                                            "topological order, free after last use");
                        }});
     }
 
@@ -230,16 +248,21 @@ std::vector<strategy> make_strategies(const static_graph& g, const options& opt,
              << " forward nodes; greedy sweep: " << plans->greedy_ap.size() << " (AP) and "
              << plans->greedy_lin.size() << " (linearized) distinct plans\n";
         out.push_back({"chen_sqrtn_ap", [plans](const strategy_context& c) {
-                           return from_plan(best_under(plans->sqrtn_ap, c.budget), plans->t_sqrtn_ap, "sqrt(n) over articulation points");
+                           return from_plan(best_under(plans->sqrtn_ap, c.budget),
+                                            plans->t_sqrtn_ap, "sqrt(n) over articulation points");
                        }});
         out.push_back({"chen_sqrtn_lin", [plans](const strategy_context& c) {
-                           return from_plan(best_under(plans->sqrtn_lin, c.budget), plans->t_sqrtn_lin, "sqrt(n) linearized");
+                           return from_plan(best_under(plans->sqrtn_lin, c.budget),
+                                            plans->t_sqrtn_lin, "sqrt(n) linearized");
                        }});
         out.push_back({"chen_greedy_ap", [plans](const strategy_context& c) {
-                           return from_plan(best_under(plans->greedy_ap, c.budget), plans->t_greedy_ap, "greedy sweep over articulation points");
+                           return from_plan(best_under(plans->greedy_ap, c.budget),
+                                            plans->t_greedy_ap,
+                                            "greedy sweep over articulation points");
                        }});
         out.push_back({"chen_greedy_lin", [plans](const strategy_context& c) {
-                           return from_plan(best_under(plans->greedy_lin, c.budget), plans->t_greedy_lin, "greedy sweep linearized");
+                           return from_plan(best_under(plans->greedy_lin, c.budget),
+                                            plans->t_greedy_lin, "greedy sweep linearized");
                        }});
     }
 
@@ -247,41 +270,45 @@ std::vector<strategy> make_strategies(const static_graph& g, const options& opt,
     // budget, each tensor released after its last use; the recorded schedule (operator runs,
     // rematerialisations, evictions, frees) is checked like every other. Before the MILP, so
     // that a DTR schedule can be its MIP start.
-    for (const char* name : {"dtr", "dtr_eqclass", "dtr_local", "msps", "lru", "largest", "dtr_held",
-                             "dtr_ancestors_soft"}) {
+    for (const char* name : {"dtr", "dtr_eqclass", "dtr_local", "msps", "lru", "largest",
+                             "dtr_held", "dtr_ancestors_soft"}) {
         const std::string heuristic = name;
         runtime_options ro;
         ro.restore = opt.restore;
-        out.push_back({"dtr:" + heuristic, [heuristic, ro](const strategy_context& c) {
-                           outcome o;
-                           const double t0 = now_s();
-                           graph::dtr_run run;
-                           const bool known = heuristics::with_heuristic(heuristic, [&]<class H>(std::type_identity<H>) {
-                               run = graph::simulate_dtr<H>(c.graph, c.budget, ro);
-                           });
-                           o.seconds = now_s() - t0;
-                           if (!known) {
-                               o.status = "error";
-                               o.detail = "no heuristic named " + heuristic;
-                               return o;
-                           }
-                           // The runtime's own total, to compare with the checker's cost.
-                           o.objective = run.compute_cost;
-                           char buf[200];
-                           std::snprintf(buf, sizeof buf, "%llu remats, %llu evictions, %llu eager evictions, %llu pin yields",
-                                         static_cast<unsigned long long>(run.stats.rematerializations),
-                                         static_cast<unsigned long long>(run.stats.evictions),
-                                         static_cast<unsigned long long>(run.stats.eager_evictions),
-                                         static_cast<unsigned long long>(run.stats.pin_yields));
-                           o.detail = buf;
-                           if (run.status != "ok") {
-                               o.status = run.status;  // "oom", "thrashing", "inconsistent": no schedule
-                               o.detail += "; " + run.detail.substr(0, 600) + "; " + failure_detail(c.graph, run);
-                               return o;
-                           }
-                           o.events = std::move(run.events);
-                           return o;
-                       }});
+        out.push_back(
+            {"dtr:" + heuristic, [heuristic, ro](const strategy_context& c) {
+                 outcome o;
+                 const double t0 = now_s();
+                 graph::dtr_run run;
+                 const bool known =
+                     heuristics::with_heuristic(heuristic, [&]<class H>(std::type_identity<H>) {
+                         run = graph::simulate_dtr<H>(c.graph, c.budget, ro);
+                     });
+                 o.seconds = now_s() - t0;
+                 if (!known) {
+                     o.status = "error";
+                     o.detail = "no heuristic named " + heuristic;
+                     return o;
+                 }
+                 // The runtime's own total, to compare with the checker's cost.
+                 o.objective = run.compute_cost;
+                 char buf[200];
+                 std::snprintf(buf, sizeof buf,
+                               "%llu remats, %llu evictions, %llu eager evictions, %llu pin yields",
+                               static_cast<unsigned long long>(run.stats.rematerializations),
+                               static_cast<unsigned long long>(run.stats.evictions),
+                               static_cast<unsigned long long>(run.stats.eager_evictions),
+                               static_cast<unsigned long long>(run.stats.pin_yields));
+                 o.detail = buf;
+                 if (run.status != "ok") {
+                     o.status = run.status; // "oom", "thrashing", "inconsistent": no schedule
+                     o.detail +=
+                         "; " + run.detail.substr(0, 600) + "; " + failure_detail(c.graph, run);
+                     return o;
+                 }
+                 o.events = std::move(run.events);
+                 return o;
+             }});
     }
 
 #if DTR_OPTIMAL_HAVE_CBC
@@ -315,8 +342,9 @@ std::vector<strategy> make_strategies(const static_graph& g, const options& opt,
         };
         const auto tight = [&g, &opt](lp_cache& c) -> const lp_result& {
             if (!c.tight_valid) {
-                c.tight = solve_lp(g, static_cast<std::uint64_t>(0.9 * static_cast<double>(c.budget)),
-                                   opt.lp_time_limit, opt.log);
+                c.tight =
+                    solve_lp(g, static_cast<std::uint64_t>(0.9 * static_cast<double>(c.budget)),
+                             opt.lp_time_limit, opt.log);
                 c.tight_valid = true;
             }
             return c.tight;
@@ -325,8 +353,9 @@ std::vector<strategy> make_strategies(const static_graph& g, const options& opt,
                            auto& lpc = get(c.budget);
                            outcome o;
                            o.seconds = lpc.at_budget.seconds;
-                           o.status = lpc.at_budget.solved ? "bound"
-                                      : lpc.at_budget.infeasible ? "infeasible" : "no_solution";
+                           o.status = lpc.at_budget.solved       ? "bound"
+                                      : lpc.at_budget.infeasible ? "infeasible"
+                                                                 : "no_solution";
                            o.bound = lpc.at_budget.bound;
                            o.detail = std::to_string(lpc.at_budget.size.columns) + " columns, " +
                                       std::to_string(lpc.at_budget.size.rows) + " rows";
@@ -404,12 +433,15 @@ std::string json_string(const std::string& s) {
     std::string out = "\"";
     for (const char ch : s) {
         const auto c = static_cast<unsigned char>(ch);
-        if (c == '"' || c == '\\') { out += '\\'; out += ch; }
-        else if (c < 0x20) {
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += ch;
+        } else if (c < 0x20) {
             char buf[8];
             std::snprintf(buf, sizeof buf, "\\u%04x", c);
             out += buf;
-        } else out += ch;
+        } else
+            out += ch;
     }
     return out + "\"";
 }
@@ -442,7 +474,7 @@ struct record {
     std::uint64_t budget = 0, lb = 0, peak_all = 0;
     double fraction = 0, cost_all = 0;
     checked_outcome r;
-    std::string recomputed;  //!< recomputed_nodes() of a checked schedule
+    std::string recomputed; //!< recomputed_nodes() of a checked schedule
 };
 
 std::string to_json(const record& x) {
@@ -450,12 +482,16 @@ std::string to_json(const record& x) {
     std::string s = "{";
     s += "\"graph\":" + json_string(x.file) + ",\"name\":" + json_string(x.name);
     s += ",\"nodes\":" + std::to_string(x.nodes) + ",\"edges\":" + std::to_string(x.edges);
-    s += ",\"lb_bytes\":" + std::to_string(x.lb) + ",\"checkpoint_all_peak_bytes\":" + std::to_string(x.peak_all);
+    s += ",\"lb_bytes\":" + std::to_string(x.lb) +
+         ",\"checkpoint_all_peak_bytes\":" + std::to_string(x.peak_all);
     s += ",\"checkpoint_all_cost\":" + json_number(x.cost_all);
-    s += ",\"budget_bytes\":" + std::to_string(x.budget) + ",\"budget_fraction\":" + json_number(x.fraction);
-    s += ",\"strategy\":" + json_string(x.r.strategy) + ",\"status\":" + json_string(x.r.raw.status);
+    s += ",\"budget_bytes\":" + std::to_string(x.budget) +
+         ",\"budget_fraction\":" + json_number(x.fraction);
+    s +=
+        ",\"strategy\":" + json_string(x.r.strategy) + ",\"status\":" + json_string(x.r.raw.status);
     s += ",\"checked\":" + std::string(ok ? "true" : "false");
-    s += ",\"check_failure\":" + (x.r.raw.events && !ok ? json_string(x.r.check_reason) : std::string("null"));
+    s += ",\"check_failure\":" +
+         (x.r.raw.events && !ok ? json_string(x.r.check_reason) : std::string("null"));
     s += ",\"cost\":" + (ok ? json_number(x.r.cost) : "null");
     s += ",\"overhead\":" + (ok ? json_number(x.r.cost / x.cost_all) : "null");
     s += ",\"peak_bytes\":" + (ok ? std::to_string(x.r.peak) : "null");
@@ -478,8 +514,10 @@ bool use_gb = true;
 const char* unit() { return use_gb ? "GB" : "units"; }
 std::string gb(std::uint64_t bytes) {
     char buf[32];
-    if (use_gb) std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(bytes) / 1e9);
-    else std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(bytes));
+    if (use_gb)
+        std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(bytes) / 1e9);
+    else
+        std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(bytes));
     return buf;
 }
 
@@ -515,11 +553,12 @@ int main(int argc, char** argv) {
             ++failures;
             continue;
         }
-        const static_graph g = f.graph.is_topologically_indexed() ? f.graph : f.graph.topologically_indexed();
+        const static_graph g =
+            f.graph.is_topologically_indexed() ? f.graph : f.graph.topologically_indexed();
         const auto base = graph::check_schedule(g, checkpoint_all(g));
         if (!base) {
-            std::fprintf(stderr, "dtr-optimal: %s: checkpoint-all fails the check: %s\n", file.c_str(),
-                         base.reason().c_str());
+            std::fprintf(stderr, "dtr-optimal: %s: checkpoint-all fails the check: %s\n",
+                         file.c_str(), base.reason().c_str());
             ++failures;
             continue;
         }
@@ -531,29 +570,35 @@ int main(int argc, char** argv) {
         auto strategies = make_strategies(g, opt, note);
         if (!opt.strategies.empty())
             std::erase_if(strategies, [&](const strategy& s) {
-                return std::find(opt.strategies.begin(), opt.strategies.end(), s.name) == opt.strategies.end();
+                return std::find(opt.strategies.begin(), opt.strategies.end(), s.name) ==
+                       opt.strategies.end();
             });
 
         const std::string base_name = std::filesystem::path(file).filename().string();
-        std::printf("\n== %s (%s): %zu nodes, %zu edges\n", base_name.c_str(), f.name.c_str(), g.size(),
-                    g.edge_count());
-        std::printf("  checkpoint-all: cost %.6g, peak %s %s; LB (largest operator footprint) %s %s\n",
-                    cost_all, gb(peak_all).c_str(), unit(), gb(lb).c_str(), unit());
+        std::printf("\n== %s (%s): %zu nodes, %zu edges\n", base_name.c_str(), f.name.c_str(),
+                    g.size(), g.edge_count());
+        std::printf(
+            "  checkpoint-all: cost %.6g, peak %s %s; LB (largest operator footprint) %s %s\n",
+            cost_all, gb(peak_all).c_str(), unit(), gb(lb).c_str(), unit());
         std::printf("%s", note.str().c_str());
         std::fflush(stdout);
 
         std::vector<record> rows;
-        std::vector<checked_outcome> smaller;  // checked schedules of the budgets done so far
+        std::vector<checked_outcome> smaller; // checked schedules of the budgets done so far
         std::vector<std::size_t> swept;
         for (std::size_t b = 0; b < opt.budgets; ++b)
             if (opt.budget_index.empty() ||
-                std::find(opt.budget_index.begin(), opt.budget_index.end(), b) != opt.budget_index.end())
+                std::find(opt.budget_index.begin(), opt.budget_index.end(), b) !=
+                    opt.budget_index.end())
                 swept.push_back(b);
         for (const std::size_t b : swept) {
-            const double frac = opt.budgets == 1 ? 1.0 : static_cast<double>(b) / static_cast<double>(opt.budgets - 1);
+            const double frac = opt.budgets == 1
+                                    ? 1.0
+                                    : static_cast<double>(b) / static_cast<double>(opt.budgets - 1);
             const std::uint64_t budget =
-                b + 1 == opt.budgets ? peak_all
-                                     : lb + static_cast<std::uint64_t>(frac * static_cast<double>(peak_all - lb));
+                b + 1 == opt.budgets
+                    ? peak_all
+                    : lb + static_cast<std::uint64_t>(frac * static_cast<double>(peak_all - lb));
             std::vector<checked_outcome> done;
             for (const auto& s : strategies) {
                 checked_outcome c;
@@ -577,20 +622,24 @@ int main(int argc, char** argv) {
                         c.check_reason = chk.reason();
                         if (c.raw.status == "ok") c.raw.status = "check_failed";
                         ++failures;
-                        std::fprintf(stderr, "dtr-optimal: %s at budget %s %s: %s schedule FAILED the check: %s\n",
-                                     base_name.c_str(), gb(budget).c_str(), unit(), s.name.c_str(),
-                                     chk.reason().c_str());
+                        std::fprintf(
+                            stderr,
+                            "dtr-optimal: %s at budget %s %s: %s schedule FAILED the check: %s\n",
+                            base_name.c_str(), gb(budget).c_str(), unit(), s.name.c_str(),
+                            chk.reason().c_str());
                     }
                 }
                 std::string recomputed;
                 if (c.checked_ok) recomputed = recomputed_nodes(g, *c.raw.events);
-                record x{file, f.name, g.size(), g.edge_count(), budget, lb, peak_all, frac, cost_all, std::move(c),
-                         std::move(recomputed)};
+                record x{file, f.name,   g.size(),     g.edge_count(),       budget, lb, peak_all,
+                         frac, cost_all, std::move(c), std::move(recomputed)};
                 const auto& r = x.r;
                 std::printf("  budget %s %s (%.3f): %-16s %-12s %-12s %8.2fs wall %8.2fs cpu  %s\n",
-                            gb(budget).c_str(), unit(), frac, r.strategy.c_str(), r.raw.status.c_str(), cell(x).c_str(),
-                            r.raw.seconds, r.raw.cpu_seconds, r.raw.detail.c_str());
-                if (!x.recomputed.empty()) std::printf("      recomputed: %s\n", x.recomputed.c_str());
+                            gb(budget).c_str(), unit(), frac, r.strategy.c_str(),
+                            r.raw.status.c_str(), cell(x).c_str(), r.raw.seconds, r.raw.cpu_seconds,
+                            r.raw.detail.c_str());
+                if (!x.recomputed.empty())
+                    std::printf("      recomputed: %s\n", x.recomputed.c_str());
                 std::fflush(stdout);
                 done.push_back(x.r);
                 rows.push_back(std::move(x));
@@ -600,8 +649,10 @@ int main(int argc, char** argv) {
         }
 
         // Summary: one row per budget, one column per strategy (overhead vs checkpoint-all).
-        std::printf("\n  %s: compute overhead vs checkpoint-all (cost %.6g); '-' = no plan fits, >= = LP bound\n",
-                    base_name.c_str(), cost_all);
+        std::printf(
+            "\n  %s: compute overhead vs checkpoint-all (cost %.6g); '-' = no plan fits, >= = LP "
+            "bound\n",
+            base_name.c_str(), cost_all);
         std::printf("  %-10s %-6s", use_gb ? "budget GB" : "budget", "frac");
         for (const auto& s : strategies) std::printf(" %-15s", s.name.c_str());
         std::printf("\n");
@@ -619,7 +670,8 @@ int main(int argc, char** argv) {
     if (!opt.json.empty()) {
         std::ofstream out(opt.json);
         out << "[\n";
-        for (std::size_t i = 0; i < all.size(); ++i) out << "  " << to_json(all[i]) << (i + 1 < all.size() ? ",\n" : "\n");
+        for (std::size_t i = 0; i < all.size(); ++i)
+            out << "  " << to_json(all[i]) << (i + 1 < all.size() ? ",\n" : "\n");
         out << "]\n";
         if (!out) {
             std::fprintf(stderr, "dtr-optimal: cannot write %s\n", opt.json.c_str());

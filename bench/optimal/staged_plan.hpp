@@ -67,7 +67,8 @@ private:
 //! lower-triangular and `g` topologically indexed.
 //! Complexity: O(n (n + E)).
 [[nodiscard]] inline staged_plan minimal_recomputation(const static_graph& g, staged_plan plan) {
-    DTR_EXPECTS(g.is_topologically_indexed(), "minimal_recomputation: graph must be topologically indexed");
+    DTR_EXPECTS(g.is_topologically_indexed(),
+                "minimal_recomputation: graph must be topologically indexed");
     const std::size_t n = plan.size();
     DTR_EXPECTS(n == g.size(), "minimal_recomputation: plan and graph differ in size");
     for (std::size_t t = 0; t < n; ++t) {
@@ -167,8 +168,8 @@ private:
     const std::size_t n = g.size();
     staged_plan plan(n);
     std::vector<bool> resident(n, false);
-    std::size_t stage = 0;           // the node whose first computation ends the current stage
-    bool stage_started = false;      // S of the current stage recorded
+    std::size_t stage = 0;      // the node whose first computation ends the current stage
+    bool stage_started = false; // S of the current stage recorded
     const auto no = [&](std::string reason) -> std::optional<staged_plan> {
         if (why) *why = std::move(reason);
         return std::nullopt;
@@ -213,8 +214,8 @@ private:
 //! @brief U[t,k] for k = 0..t: the MILP's memory accounting (eqs. (2)-(4)) for an integral
 //! plan, in bytes. The MILP requires every U[t,k] <= budget; a MIP start must satisfy this.
 //! Complexity: O(t + sum of in-degrees).
-[[nodiscard]] inline std::vector<double> stage_memory(const static_graph& g, const staged_plan& plan,
-                                                      std::size_t t) {
+[[nodiscard]] inline std::vector<double> stage_memory(const static_graph& g,
+                                                      const staged_plan& plan, std::size_t t) {
     std::vector<double> u(t + 1, 0.0);
     double m = plan.r(t, 0) ? static_cast<double>(g[0].output_bytes) : 0.0;
     for (node_id i = 0; i < t; ++i)

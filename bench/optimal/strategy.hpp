@@ -31,29 +31,30 @@ struct outcome {
     //! "feasible", "no_solution", "infeasible"); "over_budget" when the strategy's only plans
     //! do not fit; "bound" for a lower bound without a schedule; "skipped" when not run.
     std::string status = "ok";
-    std::optional<graph::schedule> events;  //!< the schedule to verify, if any
-    double seconds = 0.0;                   //!< planning time (solver wall clock)
-    double cpu_seconds = std::numeric_limits<double>::quiet_NaN();  //!< process CPU time of run(); set by the driver
-    double bound = std::numeric_limits<double>::quiet_NaN();      //!< proven lower bound on cost
-    double objective = std::numeric_limits<double>::quiet_NaN();  //!< solver's own objective
-    std::string detail;                     //!< free text for the report (start used, rounding, ...)
+    std::optional<graph::schedule> events; //!< the schedule to verify, if any
+    double seconds = 0.0;                  //!< planning time (solver wall clock)
+    double cpu_seconds =
+        std::numeric_limits<double>::quiet_NaN(); //!< process CPU time of run(); set by the driver
+    double bound = std::numeric_limits<double>::quiet_NaN();     //!< proven lower bound on cost
+    double objective = std::numeric_limits<double>::quiet_NaN(); //!< solver's own objective
+    std::string detail; //!< free text for the report (start used, rounding, ...)
 };
 
 //! @brief A strategy's result after the checker ran (what the driver reports).
 struct checked_outcome {
     std::string strategy;
     outcome raw;
-    bool checked_ok = false;     //!< raw.events present and passed the checker
-    std::string check_reason;    //!< the checker's reason when it failed
-    double cost = std::numeric_limits<double>::quiet_NaN();  //!< from the checker only
-    std::uint64_t peak = 0;                                  //!< from the checker only
+    bool checked_ok = false;  //!< raw.events present and passed the checker
+    std::string check_reason; //!< the checker's reason when it failed
+    double cost = std::numeric_limits<double>::quiet_NaN(); //!< from the checker only
+    std::uint64_t peak = 0;                                 //!< from the checker only
 };
 
 //! @brief Everything a strategy sees at one budget.
 struct strategy_context {
     const graph::static_graph& graph;
     std::uint64_t budget;
-    const std::vector<checked_outcome>& earlier;  //!< results at this budget so far, in order
+    const std::vector<checked_outcome>& earlier; //!< results at this budget so far, in order
     //! Checked results at the smaller budgets already swept for this graph: each fits this
     //! budget too, so they are candidate MIP starts.
     const std::vector<checked_outcome>& smaller;

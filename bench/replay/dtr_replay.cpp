@@ -108,50 +108,64 @@ int main(int argc, char** argv) {
     bool no_overlap = false;
     double tier_capacity = 0; // bytes; 0: unlimited
     std::size_t prefetch = 0;
-    CLI::App app{"dtr-replay: DTR operator logs replayed on dtr::runtime<sim_backend, H> under budgets"};
+    CLI::App app{
+        "dtr-replay: DTR operator logs replayed on dtr::runtime<sim_backend, H> under budgets"};
     app.add_option("logs", logs, "DTR operator logs")->required()->check(CLI::ExistingFile);
-    app.add_option("--heuristic", heuristics, "a policy (repeat the flag; default: the paper's seven)\n" +
-                                                  ("heuristics: " + dtr_bench::heuristic_names()))
+    app.add_option("--heuristic", heuristics,
+                   "a policy (repeat the flag; default: the paper's seven)\n" +
+                       ("heuristics: " + dtr_bench::heuristic_names()))
         ->allow_extra_args(false); // one value per flag: the logs that follow stay logs
-    app.add_option("--ratio", ratios, "a budget ratio of the unlimited peak (repeat; default the paper's nine)")
+    app.add_option("--ratio", ratios,
+                   "a budget ratio of the unlimited peak (repeat; default the paper's nine)")
         ->check(dtr::tools::positive_real)
         ->allow_extra_args(false);
     app.add_option("--json", json, "write every cell as JSON to FILE");
-    app.add_option("--search", search, "search strategy: " + dtr_bench::search_names())->capture_default_str();
-    app.add_option("--thrash-limit", thrash_limit, "stop a replay whose compute exceeds X times the baseline")
+    app.add_option("--search", search, "search strategy: " + dtr_bench::search_names())
+        ->capture_default_str();
+    app.add_option("--thrash-limit", thrash_limit,
+                   "stop a replay whose compute exceeds X times the baseline")
         ->check(dtr::tools::non_negative_real)
         ->capture_default_str();
     app.add_option("--seed", seed, "seed of the randomized policies and searches");
-    app.add_option("--jobs", jobs, "replays in parallel")->check(dtr::tools::positive)->capture_default_str();
+    app.add_option("--jobs", jobs, "replays in parallel")
+        ->check(dtr::tools::positive)
+        ->capture_default_str();
     app.add_flag("--why", why, "print the out_of_memory message of every oom cell");
-    app.add_option("--dealloc", dealloc_name, "release policy")->check(CLI::IsMember({"eager", "banish"}))
+    app.add_option("--dealloc", dealloc_name, "release policy")
+        ->check(CLI::IsMember({"eager", "banish"}))
         ->capture_default_str();
     app.add_option("--restore-pins", restore_name, "pins while restoring inputs")
         ->check(CLI::IsMember({"hold", "yield"}))
         ->capture_default_str();
     app.add_flag("--arena", arena, "replay on a simulated region of exactly the budget");
     app.add_option("--arena-capacity", arena_capacity,
-                   "the region as a multiple of the budget, which stays the runtime's (with --arena; default 1)")
+                   "the region as a multiple of the budget, which stays the runtime's (with "
+                   "--arena; default 1)")
         ->check(CLI::Range(1.0, 1e6));
-    app.add_option("--fragmentation", fragmentation_name, "what to evict when the arena refuses (with --arena)")
+    app.add_option("--fragmentation", fragmentation_name,
+                   "what to evict when the arena refuses (with --arena)")
         ->check(CLI::IsMember({"window", "one_by_one"}))
         ->capture_default_str();
     app.add_option("--placement", placement_name, "where the arena puts constants (with --arena)")
         ->check(CLI::IsMember({"best_fit", "constants_high"}))
         ->capture_default_str();
-    app.add_option("--offload", offload_name, "copy victims to a simulated host tier instead of dropping them")
+    app.add_option("--offload", offload_name,
+                   "copy victims to a simulated host tier instead of dropping them")
         ->check(CLI::IsMember({"off", "auto", "always"}))
         ->capture_default_str();
-    app.add_option("--offload-bandwidth", tier.transfer.bandwidth, "host tier transfers: bytes per second")
+    app.add_option("--offload-bandwidth", tier.transfer.bandwidth,
+                   "host tier transfers: bytes per second")
         ->check(dtr::tools::positive_real)
         ->capture_default_str();
-    app.add_option("--offload-latency", tier.transfer.latency, "host tier transfers: ns added to each")
+    app.add_option("--offload-latency", tier.transfer.latency,
+                   "host tier transfers: ns added to each")
         ->check(dtr::tools::non_negative_real)
         ->capture_default_str();
     app.add_option("--offload-capacity", tier_capacity, "host tier bytes (default: unlimited)")
         ->check(dtr::tools::non_negative_real);
     app.add_flag("--no-overlap", no_overlap, "the clock waits for every transfer (no copy stream)");
-    app.add_option("--prefetch", prefetch, "after each operator, prefetch the offloaded inputs of the next N records")
+    app.add_option("--prefetch", prefetch,
+                   "after each operator, prefetch the offloaded inputs of the next N records")
         ->capture_default_str();
     if (auto status = dtr::tools::parse_command_line(app, argc, argv)) return *status;
     const dtr::offload_policy offload = offload_name == "auto"     ? dtr::offload_policy::automatic
@@ -166,14 +180,19 @@ int main(int argc, char** argv) {
     if (placement_name == "constants_high") placement = dtr::placement_policy::constants_high;
     if (heuristics.empty()) heuristics = dtr_bench::all_heuristics();
     if (ratios.empty()) ratios = {0.9, 0.7, 0.5, 0.4, 0.3, 0.25, 0.2, 0.15, 0.1};
-    if (!dtr_bench::known_search(search)) bad_argument("--search: unknown search strategy '" + search + "' (" + dtr_bench::search_names() + ")");
+    if (!dtr_bench::known_search(search))
+        bad_argument("--search: unknown search strategy '" + search + "' (" +
+                     dtr_bench::search_names() + ")");
     for (const auto& h : heuristics) {
-        if (!dtr_bench::known_heuristic(h)) bad_argument("--heuristic: unknown heuristic '" + h + "'");
+        if (!dtr_bench::known_heuristic(h))
+            bad_argument("--heuristic: unknown heuristic '" + h + "'");
         if (!dtr_bench::supported(h, search))
-            bad_argument("--heuristic: '" + h + "' cannot run under --search " + search +
-                  (search == "indexed" ? " (indexed needs a score-skeleton policy: dtr, dtr_eqclass, dtr_local, "
-                                         "msps, ablation-*)"
-                                       : " (it chooses its own victims)"));
+            bad_argument(
+                "--heuristic: '" + h + "' cannot run under --search " + search +
+                (search == "indexed"
+                     ? " (indexed needs a score-skeleton policy: dtr, dtr_eqclass, dtr_local, "
+                       "msps, ablation-*)"
+                     : " (it chooses its own victims)"));
     }
     if (jobs == 0) jobs = 1;
 
@@ -192,9 +211,11 @@ int main(int argc, char** argv) {
     std::vector<baseline> baselines(traces.size());
     for (std::size_t l = 0; l < traces.size(); ++l) {
         const auto r = dtr::replay::run_replay<dtr::heuristics::dtr_local>(
-            traces[l], {.dealloc = dtr::dealloc_policy::banish, .thrash_limit = 0, .keep_constants = false});
+            traces[l],
+            {.dealloc = dtr::dealloc_policy::banish, .thrash_limit = 0, .keep_constants = false});
         if (r.status != dtr::replay::status::ok) {
-            std::fprintf(stderr, "dtr-replay: %s: the unlimited run failed: %s\n", logs[l].c_str(), r.error.c_str());
+            std::fprintf(stderr, "dtr-replay: %s: the unlimited run failed: %s\n", logs[l].c_str(),
+                         r.error.c_str());
             return 1;
         }
         baselines[l] = {r.peak_resident, r.compute};
@@ -217,7 +238,8 @@ int main(int argc, char** argv) {
             options.baseline_compute = b.compute;
             options.arena_alignment = arena_alignment;
             if (arena_capacity > 0)
-                options.arena_capacity = static_cast<std::size_t>(arena_capacity * static_cast<double>(options.budget));
+                options.arena_capacity =
+                    static_cast<std::size_t>(arena_capacity * static_cast<double>(options.budget));
             options.fragmentation = fragmentation;
             options.placement = placement;
             options.offload = offload;
@@ -227,10 +249,12 @@ int main(int argc, char** argv) {
         }
     };
     std::vector<std::thread> pool;
-    for (unsigned j = 1; j < std::min<std::size_t>(jobs, tasks.size()); ++j) pool.emplace_back(worker);
+    for (unsigned j = 1; j < std::min<std::size_t>(jobs, tasks.size()); ++j)
+        pool.emplace_back(worker);
     worker();
     for (auto& th : pool) th.join();
-    const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double wall_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
     // Table: one row per log and heuristic, one column per ratio.
     for (std::size_t l = 0; l < traces.size(); ++l) {
@@ -256,10 +280,11 @@ int main(int argc, char** argv) {
     if (why)
         for (const task& t : tasks)
             if (!t.result.error.empty())
-                std::printf("\n%s %s %.2f: %s\n", std::filesystem::path(logs[t.log]).filename().string().c_str(),
+                std::printf("\n%s %s %.2f: %s\n",
+                            std::filesystem::path(logs[t.log]).filename().string().c_str(),
                             t.heuristic.c_str(), t.ratio, t.result.error.c_str());
-    std::printf("\n%zu replays of %zu logs in %.2f s wall (%u jobs, search %s)\n", tasks.size(), traces.size(),
-                wall_s, jobs, search.c_str());
+    std::printf("\n%zu replays of %zu logs in %.2f s wall (%u jobs, search %s)\n", tasks.size(),
+                traces.size(), wall_s, jobs, search.c_str());
 
     if (!json.empty()) {
         std::ofstream out(json);
@@ -274,44 +299,56 @@ int main(int argc, char** argv) {
             const auto& r = t.result;
             char slowdown[64];
             std::snprintf(slowdown, sizeof slowdown, "%.6f", r.slowdown(b.compute));
-            out << "  {\"log\": \"" << json_escape(std::filesystem::path(logs[t.log]).filename().string())
+            out << "  {\"log\": \""
+                << json_escape(std::filesystem::path(logs[t.log]).filename().string())
                 << "\", \"heuristic\": \"" << t.heuristic << "\", \"search\": \"" << search
-                << "\", \"ratio\": " << t.ratio << ", \"budget_bytes\": " << r.budget << ", \"status\": \""
-                << dtr::replay::to_string(r.status) << "\", \"slowdown\": " << slowdown
+                << "\", \"ratio\": " << t.ratio << ", \"budget_bytes\": " << r.budget
+                << ", \"status\": \"" << dtr::replay::to_string(r.status)
+                << "\", \"slowdown\": " << slowdown
                 << ", \"baseline_compute_ns\": " << static_cast<std::uint64_t>(b.compute)
-                << ", \"baseline_peak_bytes\": " << b.peak << ", \"peak_bytes\": " << r.peak_resident
-                << ", \"evictions\": " << r.stats.evictions << ", \"eager_evictions\": " << r.stats.eager_evictions
+                << ", \"baseline_peak_bytes\": " << b.peak
+                << ", \"peak_bytes\": " << r.peak_resident
+                << ", \"evictions\": " << r.stats.evictions
+                << ", \"eager_evictions\": " << r.stats.eager_evictions
                 << ", \"remats\": " << r.stats.rematerializations
                 << ", \"heuristic_evals\": " << r.stats.heuristic_evaluations
                 << ", \"metadata_accesses\": " << r.stats.metadata_accesses
-                << ", \"search_ns\": " << r.stats.victim_search_ns << ", \"wall_ms\": " << r.wall_ms;
+                << ", \"search_ns\": " << r.stats.victim_search_ns
+                << ", \"wall_ms\": " << r.wall_ms;
             if (arena_alignment != 0)
                 out << ", \"arena_alignment\": " << arena_alignment << ", \"fragmentation\": \""
-                    << (fragmentation == dtr::fragmentation_policy::window ? "window" : "one_by_one")
+                    << (fragmentation == dtr::fragmentation_policy::window ? "window"
+                                                                           : "one_by_one")
                     << "\", \"placement\": \""
-                    << (placement == dtr::placement_policy::best_fit ? "best_fit" : "constants_high")
+                    << (placement == dtr::placement_policy::best_fit ? "best_fit"
+                                                                     : "constants_high")
                     << "\", \"backend_refusals\": " << r.backend_refusals
                     << ", \"fragmented_allocations\": " << r.stats.fragmented_allocations
                     << ", \"window_evictions\": " << r.stats.window_evictions
                     << ", \"allocation_retries\": " << r.stats.allocation_retries
-                    << ", \"region_peak_bytes\": " << r.region_peak << ", \"region_over_budget\": "
-                    << (arena_capacity > 0 ? arena_capacity : 1.0);
+                    << ", \"region_peak_bytes\": " << r.region_peak
+                    << ", \"region_over_budget\": " << (arena_capacity > 0 ? arena_capacity : 1.0);
             if (restore != dtr::restore_pins::hold) out << ", \"restore_pins\": \"yield\"";
             if (offload != dtr::offload_policy::off)
-                out << ", \"offload\": \"" << offload_name << "\", \"offload_bandwidth\": " << tier.transfer.bandwidth
-                    << ", \"offload_latency_ns\": " << tier.transfer.latency << ", \"overlap\": "
-                    << (tier.overlap ? "true" : "false") << ", \"prefetch_lookahead\": " << prefetch
-                    << ", \"offloads\": " << r.stats.offloads << ", \"offloads_clean\": " << r.stats.offloads_clean
+                out << ", \"offload\": \"" << offload_name
+                    << "\", \"offload_bandwidth\": " << tier.transfer.bandwidth
+                    << ", \"offload_latency_ns\": " << tier.transfer.latency
+                    << ", \"overlap\": " << (tier.overlap ? "true" : "false")
+                    << ", \"prefetch_lookahead\": " << prefetch
+                    << ", \"offloads\": " << r.stats.offloads
+                    << ", \"offloads_clean\": " << r.stats.offloads_clean
                     << ", \"constant_offloads\": " << r.stats.constant_offloads
-                    << ", \"copy_backs\": " << r.stats.copy_backs << ", \"prefetches\": " << r.stats.prefetches
+                    << ", \"copy_backs\": " << r.stats.copy_backs
+                    << ", \"prefetches\": " << r.stats.prefetches
                     << ", \"bytes_offloaded\": " << r.stats.bytes_offloaded
                     << ", \"bytes_copied_back\": " << r.stats.bytes_copied_back
                     << ", \"peak_host_bytes\": " << r.stats.peak_host_bytes
-                    << ", \"transfer_cost_ns\": " << static_cast<std::uint64_t>(r.stats.transfer_cost)
-                    << ", \"transfer_stall_ns\": " << static_cast<std::uint64_t>(r.stats.transfer_stall);
+                    << ", \"transfer_cost_ns\": "
+                    << static_cast<std::uint64_t>(r.stats.transfer_cost)
+                    << ", \"transfer_stall_ns\": "
+                    << static_cast<std::uint64_t>(r.stats.transfer_stall);
             if (!r.error.empty()) out << ", \"error\": \"" << json_escape(r.error) << "\"";
-            out << "}"
-                << (i + 1 < tasks.size() ? "," : "") << "\n";
+            out << "}" << (i + 1 < tasks.size() ? "," : "") << "\n";
         }
         out << "]\n";
     }

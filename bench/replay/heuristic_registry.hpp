@@ -6,9 +6,9 @@
 
 #include <dtr/backend/sim.hpp>
 #include <dtr/heuristic/by_name.hpp>
-#include <dtr_tools/replay/replay.hpp>
 #include <dtr/runtime.hpp>
 #include <dtr/search/by_name.hpp>
+#include <dtr_tools/replay/replay.hpp>
 
 #include <cstdint>
 #include <optional>
@@ -22,7 +22,8 @@ namespace dtr_bench {
 //! for a search strategy to use.
 template <class H>
 concept chooses_itself =
-    dtr::choosing_heuristic<H, typename dtr::runtime<dtr::sim_backend, H>::pool_type> && !dtr::scoring_heuristic<H>;
+    dtr::choosing_heuristic<H, typename dtr::runtime<dtr::sim_backend, H>::pool_type> &&
+    !dtr::scoring_heuristic<H>;
 
 namespace detail {
 template <class... H>
@@ -40,12 +41,16 @@ struct is_sampled<dtr::search::sampled<H>> : std::true_type {};
 template <class S>
 S make_policy(std::optional<std::uint64_t> seed) {
     if (!seed) return S{};
-    if constexpr (std::is_same_v<S, dtr::heuristics::random>) return S(*seed);
+    if constexpr (std::is_same_v<S, dtr::heuristics::random>)
+        return S(*seed);
     else if constexpr (is_sampled<S>::value) {
         using inner = typename S::inner_type;
-        if constexpr (std::is_same_v<inner, dtr::heuristics::random>) return S(inner(*seed), *seed);
-        else return S(inner{}, *seed);
-    } else return S{};
+        if constexpr (std::is_same_v<inner, dtr::heuristics::random>)
+            return S(inner(*seed), *seed);
+        else
+            return S(inner{}, *seed);
+    } else
+        return S{};
 }
 } // namespace detail
 
@@ -78,7 +83,9 @@ inline std::string heuristic_names() {
     return s;
 }
 
-inline std::vector<std::string> all_searches() { return {"exhaustive", "sampled", "skip_small", "indexed"}; }
+inline std::vector<std::string> all_searches() {
+    return {"exhaustive", "sampled", "skip_small", "indexed"};
+}
 
 inline std::string search_names() {
     return "exhaustive, sampled, skip_small, indexed (indexed: factored policies only, i.e. the "
@@ -91,14 +98,15 @@ inline std::string search_names() {
 template <class F>
 bool visit(const std::string& heuristic, const std::string& search, F&& f) {
     bool supported = false;
-    const bool known = dtr::heuristics::with_heuristic(heuristic, [&]<class H>(std::type_identity<H>) {
-        if (search == "exhaustive") {
-            f(std::type_identity<H>{});
-            supported = true;
-        } else if constexpr (!chooses_itself<H>) {
-            supported = dtr::search::with_strategy<H>(search, f);
-        }
-    });
+    const bool known =
+        dtr::heuristics::with_heuristic(heuristic, [&]<class H>(std::type_identity<H>) {
+            if (search == "exhaustive") {
+                f(std::type_identity<H>{});
+                supported = true;
+            } else if constexpr (!chooses_itself<H>) {
+                supported = dtr::search::with_strategy<H>(search, f);
+            }
+        });
     return known && supported;
 }
 
@@ -114,7 +122,8 @@ inline bool supported(const std::string& heuristic, const std::string& search) {
 }
 
 //! Replays `t` with the named heuristic and search strategy (seed: see make_policy).
-inline dtr::replay::replay_result replay_with(const std::string& heuristic, const std::string& search,
+inline dtr::replay::replay_result replay_with(const std::string& heuristic,
+                                              const std::string& search,
                                               const dtr::replay::trace& t,
                                               const dtr::replay::replay_options& options,
                                               std::optional<std::uint64_t> seed = std::nullopt) {

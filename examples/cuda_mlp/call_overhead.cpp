@@ -30,21 +30,23 @@ double per_call(int calls, cudaStream_t stream, Body&& body) {
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < calls; ++i) body(i);
     DTR_CUDA_TRY(cudaStreamSynchronize(stream));
-    const auto ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+    const auto ns =
+        std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
     return ns / calls;
 }
 
 struct scenario {
     const char* name;
-    std::size_t budget;              //!< bytes; the region is the same size
-    std::size_t keep;                //!< outputs kept alive (a ring): with a tight budget, each call evicts
+    std::size_t budget; //!< bytes; the region is the same size
+    std::size_t keep;   //!< outputs kept alive (a ring): with a tight budget, each call evicts
     std::optional<dtr::cost_t> cost; //!< supplied cost, or measured
     std::size_t timing_slots;
 };
 
 double run(const scenario& s, int calls, cudaStream_t stream, dtr::counters& stats) {
-    dtr::runtime<dtr::cuda_backend> rt({.budget = s.budget},
-                                       dtr::cuda_backend(s.budget, stream, {.timing_slots = s.timing_slots}));
+    dtr::runtime<dtr::cuda_backend> rt(
+        {.budget = s.budget},
+        dtr::cuda_backend(s.budget, stream, {.timing_slots = s.timing_slots}));
     const dtr::tensor seed = rt.constant(floats * sizeof(float), [&](auto b) {
         DTR_CUDA_TRY(cudaMemsetAsync(b.data().get(), 0, b.size(), stream));
     });
@@ -65,7 +67,8 @@ double run(const scenario& s, int calls, cudaStream_t stream, dtr::counters& sta
 
 int main(int argc, char** argv) try {
     int devices = 0;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0 || cudaFree(nullptr) != cudaSuccess) {
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0 ||
+        cudaFree(nullptr) != cudaSuccess) {
         std::printf("call_overhead: no usable CUDA device; skipping\n");
         return 77;
     }
@@ -93,9 +96,10 @@ int main(int argc, char** argv) try {
         dtr::counters stats{};
         (void)run(s, 1000, stream, stats); // warm-up
         const double ns = run(s, calls, stream, stats);
-        std::printf("%-48s %9.0f ns/call  (+%.0f over the launch; %llu evictions, %llu victim searches)\n", s.name,
-                    ns, ns - launch, static_cast<unsigned long long>(stats.evictions),
-                    static_cast<unsigned long long>(stats.victim_searches));
+        std::printf(
+            "%-48s %9.0f ns/call  (+%.0f over the launch; %llu evictions, %llu victim searches)\n",
+            s.name, ns, ns - launch, static_cast<unsigned long long>(stats.evictions),
+            static_cast<unsigned long long>(stats.victim_searches));
     }
     DTR_CUDA_TRY(cudaFree(raw));
     DTR_CUDA_TRY(cudaStreamDestroy(stream));

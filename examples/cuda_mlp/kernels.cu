@@ -45,8 +45,9 @@ __global__ void column_sums_kernel(float* out, const float* m, int rows, int col
 }
 
 // One thread per row: the class count is small.
-__global__ void softmax_cross_entropy_kernel(float* dlogits, float* loss, const float* logits, const int* labels,
-                                             int rows, int classes, float scale) {
+__global__ void softmax_cross_entropy_kernel(float* dlogits, float* loss, const float* logits,
+                                             const int* labels, int rows, int classes,
+                                             float scale) {
     const int r = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
     if (r >= rows) return;
     const float* x = logits + static_cast<std::size_t>(r) * classes;
@@ -57,7 +58,8 @@ __global__ void softmax_cross_entropy_kernel(float* dlogits, float* loss, const 
     for (int c = 0; c < classes; ++c) sum += expf(x[c] - top);
     const int label = labels[r];
     loss[r] = logf(sum) + top - x[label];
-    for (int c = 0; c < classes; ++c) d[c] = (expf(x[c] - top) / sum - (c == label ? 1.0F : 0.0F)) * scale;
+    for (int c = 0; c < classes; ++c)
+        d[c] = (expf(x[c] - top) / sum - (c == label ? 1.0F : 0.0F)) * scale;
 }
 
 // One block: each thread sums a strided slice in order, then a fixed tree in shared memory.
@@ -68,7 +70,8 @@ __global__ void mean_kernel(float* out, const float* v, int n) {
     partial[threadIdx.x] = sum;
     __syncthreads();
     for (int half = threads / 2; half > 0; half /= 2) {
-        if (static_cast<int>(threadIdx.x) < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+        if (static_cast<int>(threadIdx.x) < half)
+            partial[threadIdx.x] += partial[threadIdx.x + half];
         __syncthreads();
     }
     if (threadIdx.x == 0) out[0] = partial[0] / static_cast<float>(n);
@@ -81,7 +84,8 @@ __global__ void sgd_kernel(float* w, const float* g, float lr, std::size_t n) {
 }
 
 __global__ void touch_kernel(float* out, int n) {
-    for (int i = static_cast<int>(threadIdx.x); i < n; i += static_cast<int>(blockDim.x)) out[i] = static_cast<float>(i);
+    for (int i = static_cast<int>(threadIdx.x); i < n; i += static_cast<int>(blockDim.x))
+        out[i] = static_cast<float>(i);
 }
 
 } // namespace
@@ -101,14 +105,16 @@ void relu_backward(float* dz, const float* da, const float* z, std::size_t n, cu
 
 void column_sums(float* out, const float* m, int rows, int cols, cudaStream_t stream) {
     if (cols != 0)
-        column_sums_kernel<<<blocks_for(static_cast<std::size_t>(cols)), threads, 0, stream>>>(out, m, rows, cols);
+        column_sums_kernel<<<blocks_for(static_cast<std::size_t>(cols)), threads, 0, stream>>>(
+            out, m, rows, cols);
 }
 
-void softmax_cross_entropy(float* dlogits, float* loss, const float* logits, const int* labels, int rows,
-                           int classes, float scale, cudaStream_t stream) {
+void softmax_cross_entropy(float* dlogits, float* loss, const float* logits, const int* labels,
+                           int rows, int classes, float scale, cudaStream_t stream) {
     if (rows != 0)
-        softmax_cross_entropy_kernel<<<blocks_for(static_cast<std::size_t>(rows)), threads, 0, stream>>>(
-            dlogits, loss, logits, labels, rows, classes, scale);
+        softmax_cross_entropy_kernel<<<blocks_for(static_cast<std::size_t>(rows)), threads, 0,
+                                       stream>>>(dlogits, loss, logits, labels, rows, classes,
+                                                 scale);
 }
 
 void mean(float* out, const float* v, int n, cudaStream_t stream) {
@@ -119,8 +125,6 @@ void sgd(float* w, const float* g, float lr, std::size_t n, cudaStream_t stream)
     if (n != 0) sgd_kernel<<<blocks_for(n), threads, 0, stream>>>(w, g, lr, n);
 }
 
-void touch(float* out, int n, cudaStream_t stream) {
-    touch_kernel<<<1, 64, 0, stream>>>(out, n);
-}
+void touch(float* out, int n, cudaStream_t stream) { touch_kernel<<<1, 64, 0, stream>>>(out, n); }
 
 } // namespace mlp

@@ -24,8 +24,8 @@ void relu_backward(float* dz, const float* da, const float* z, std::size_t n, cu
 void column_sums(float* out, const float* m, int rows, int cols, cudaStream_t stream);
 //! Per row of logits (rows x classes): loss[r] = logsumexp - logit[label]; dlogits =
 //! (softmax - onehot(label)) * scale.
-void softmax_cross_entropy(float* dlogits, float* loss, const float* logits, const int* labels, int rows,
-                           int classes, float scale, cudaStream_t stream);
+void softmax_cross_entropy(float* dlogits, float* loss, const float* logits, const int* labels,
+                           int rows, int classes, float scale, cudaStream_t stream);
 //! out[0] = mean of v[0..n), one block adding in a fixed tree order.
 void mean(float* out, const float* v, int n, cudaStream_t stream);
 //! w -= lr * g, element-wise.

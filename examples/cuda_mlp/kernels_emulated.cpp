@@ -12,7 +12,8 @@ namespace mlp {
 
 void add_bias(float* z, const float* bias, int rows, int cols, cudaStream_t) {
     for (std::size_t r = 0; r < static_cast<std::size_t>(rows); ++r)
-        for (std::size_t c = 0; c < static_cast<std::size_t>(cols); ++c) z[r * static_cast<std::size_t>(cols) + c] += bias[c];
+        for (std::size_t c = 0; c < static_cast<std::size_t>(cols); ++c)
+            z[r * static_cast<std::size_t>(cols) + c] += bias[c];
 }
 
 void relu(float* a, const float* z, std::size_t n, cudaStream_t) {
@@ -26,13 +27,14 @@ void relu_backward(float* dz, const float* da, const float* z, std::size_t n, cu
 void column_sums(float* out, const float* m, int rows, int cols, cudaStream_t) {
     for (std::size_t c = 0; c < static_cast<std::size_t>(cols); ++c) {
         float sum = 0.0F;
-        for (std::size_t r = 0; r < static_cast<std::size_t>(rows); ++r) sum += m[r * static_cast<std::size_t>(cols) + c];
+        for (std::size_t r = 0; r < static_cast<std::size_t>(rows); ++r)
+            sum += m[r * static_cast<std::size_t>(cols) + c];
         out[c] = sum;
     }
 }
 
-void softmax_cross_entropy(float* dlogits, float* loss, const float* logits, const int* labels, int rows,
-                           int classes, float scale, cudaStream_t) {
+void softmax_cross_entropy(float* dlogits, float* loss, const float* logits, const int* labels,
+                           int rows, int classes, float scale, cudaStream_t) {
     const auto k = static_cast<std::size_t>(classes);
     for (std::size_t r = 0; r < static_cast<std::size_t>(rows); ++r) {
         const float* x = logits + r * k;
@@ -43,7 +45,8 @@ void softmax_cross_entropy(float* dlogits, float* loss, const float* logits, con
         for (std::size_t c = 0; c < k; ++c) sum += std::exp(x[c] - top);
         const auto label = static_cast<std::size_t>(labels[r]);
         loss[r] = std::log(sum) + top - x[label];
-        for (std::size_t c = 0; c < k; ++c) d[c] = (std::exp(x[c] - top) / sum - (c == label ? 1.0F : 0.0F)) * scale;
+        for (std::size_t c = 0; c < k; ++c)
+            d[c] = (std::exp(x[c] - top) / sum - (c == label ? 1.0F : 0.0F)) * scale;
     }
 }
 

@@ -44,12 +44,12 @@ namespace {
 using dtr::tensor;
 using context = dtr::op_context<dtr::cuda_backend>;
 
-#define MLP_CUBLAS(call)                                                                     \
-    do {                                                                                     \
-        const cublasStatus_t mlp_status_ = (call);                                           \
-        if (mlp_status_ != CUBLAS_STATUS_SUCCESS)                                            \
+#define MLP_CUBLAS(call)                                                                         \
+    do {                                                                                         \
+        const cublasStatus_t mlp_status_ = (call);                                               \
+        if (mlp_status_ != CUBLAS_STATUS_SUCCESS)                                                \
             throw std::runtime_error(std::string("cuBLAS ") + cublasGetStatusName(mlp_status_) + \
-                                     " in " #call);                                          \
+                                     " in " #call);                                              \
     } while (false)
 
 struct config {
@@ -62,7 +62,8 @@ struct config {
     float lr = 0.05F;
     bool supplied_costs = false;
     bool bisect = true; // after the list, narrow the lowest workable budget down
-    std::vector<double> fractions{1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.45, 0.4, 0.35, 0.3, 0.25, 0.2, 0.15, 0.1};
+    std::vector<double> fractions{1.0, 0.9,  0.8, 0.7,  0.6, 0.5,  0.45,
+                                  0.4, 0.35, 0.3, 0.25, 0.2, 0.15, 0.1};
     //! Region of the unconstrained run: most of the free device memory, at most 16 GiB.
     std::size_t unconstrained_region = 0;
 
@@ -122,9 +123,9 @@ float uniform(std::uint64_t& state) {
 }
 
 struct dataset {
-    std::vector<float> x;                  // batch x input, row-major
-    std::vector<int> labels;               // batch
-    std::vector<std::vector<float>> w, b;  // initial weights (out x in, row-major) and biases
+    std::vector<float> x;                 // batch x input, row-major
+    std::vector<int> labels;              // batch
+    std::vector<std::vector<float>> w, b; // initial weights (out x in, row-major) and biases
 };
 
 //! Inputs uniform in [-1, 1); labels from a fixed random linear teacher, so the task is
@@ -134,7 +135,8 @@ dataset make_data(const config& c) {
     std::uint64_t state = 20210503; // the DTR paper's ICLR year and month; any seed works
     d.x.resize(static_cast<std::size_t>(c.batch) * static_cast<std::size_t>(c.input));
     for (float& v : d.x) v = uniform(state);
-    std::vector<float> teacher(static_cast<std::size_t>(c.input) * static_cast<std::size_t>(c.classes));
+    std::vector<float> teacher(static_cast<std::size_t>(c.input) *
+                               static_cast<std::size_t>(c.classes));
     for (float& v : teacher) v = uniform(state);
     d.labels.resize(static_cast<std::size_t>(c.batch));
     for (int r = 0; r < c.batch; ++r) {
@@ -151,7 +153,8 @@ dataset make_data(const config& c) {
     }
     for (int l = 0; l <= c.layers; ++l) {
         const float scale = 1.0F / std::sqrt(static_cast<float>(c.width(l)));
-        std::vector<float> w(static_cast<std::size_t>(c.out_width(l)) * static_cast<std::size_t>(c.width(l)));
+        std::vector<float> w(static_cast<std::size_t>(c.out_width(l)) *
+                             static_cast<std::size_t>(c.width(l)));
         for (float& v : w) v = uniform(state) * scale;
         d.w.push_back(std::move(w));
         d.b.emplace_back(static_cast<std::size_t>(c.out_width(l)), 0.0F);
@@ -173,19 +176,22 @@ struct shapes {
     cublasHandle_t blas;
 };
 
-void gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const float* a, int lda,
-          const float* b, int ldb, float* c, int ldc) {
+void gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+          const float* a, int lda, const float* b, int ldb, float* c, int ldc) {
     const float one = 1.0F, zero = 0.0F;
     MLP_CUBLAS(cublasSgemm(h, ta, tb, m, n, k, &one, a, lda, b, ldb, &zero, c, ldc));
 }
 
-std::size_t floats(int a, int b) { return static_cast<std::size_t>(a) * static_cast<std::size_t>(b) * sizeof(float); }
+std::size_t floats(int a, int b) {
+    return static_cast<std::size_t>(a) * static_cast<std::size_t>(b) * sizeof(float);
+}
 
 //! Z = X W^T + b. Inputs {X, W, b}.
 auto linear_op(shapes s) {
     return [s](context& ctx) {
         float* z = ctx.output(0, floats(s.batch, s.out)).data().as<float>();
-        gemm(s.blas, CUBLAS_OP_T, CUBLAS_OP_N, s.out, s.batch, s.in, in_f(ctx, 1), s.in, in_f(ctx, 0), s.in, z, s.out);
+        gemm(s.blas, CUBLAS_OP_T, CUBLAS_OP_N, s.out, s.batch, s.in, in_f(ctx, 1), s.in,
+             in_f(ctx, 0), s.in, z, s.out);
         mlp::add_bias(z, in_f(ctx, 2), s.batch, s.out, ctx.backend().stream());
     };
 }
@@ -203,8 +209,9 @@ auto loss_op(int batch, int classes) {
     return [batch, classes](context& ctx) {
         float* d = ctx.output(0, floats(batch, classes)).data().as<float>();
         float* loss = ctx.output(1, floats(batch, 1)).data().as<float>();
-        mlp::softmax_cross_entropy(d, loss, in_f(ctx, 0), ctx.input(1).data().as<int>(), batch, classes,
-                                   1.0F / static_cast<float>(batch), ctx.backend().stream());
+        mlp::softmax_cross_entropy(d, loss, in_f(ctx, 0), ctx.input(1).data().as<int>(), batch,
+                                   classes, 1.0F / static_cast<float>(batch),
+                                   ctx.backend().stream());
     };
 }
 
@@ -212,7 +219,8 @@ auto mean_op() {
     return [](context& ctx) {
         const auto v = ctx.input(0);
         float* out = ctx.output(0, sizeof(float)).data().as<float>();
-        mlp::mean(out, v.data().as<float>(), static_cast<int>(v.size() / sizeof(float)), ctx.backend().stream());
+        mlp::mean(out, v.data().as<float>(), static_cast<int>(v.size() / sizeof(float)),
+                  ctx.backend().stream());
     };
 }
 
@@ -220,7 +228,8 @@ auto mean_op() {
 auto grad_w_op(shapes s) {
     return [s](context& ctx) {
         float* dw = ctx.output(0, floats(s.out, s.in)).data().as<float>();
-        gemm(s.blas, CUBLAS_OP_N, CUBLAS_OP_T, s.in, s.out, s.batch, in_f(ctx, 1), s.in, in_f(ctx, 0), s.out, dw, s.in);
+        gemm(s.blas, CUBLAS_OP_N, CUBLAS_OP_T, s.in, s.out, s.batch, in_f(ctx, 1), s.in,
+             in_f(ctx, 0), s.out, dw, s.in);
     };
 }
 
@@ -236,7 +245,8 @@ auto grad_b_op(shapes s) {
 auto grad_x_op(shapes s) {
     return [s](context& ctx) {
         float* dx = ctx.output(0, floats(s.batch, s.in)).data().as<float>();
-        gemm(s.blas, CUBLAS_OP_N, CUBLAS_OP_N, s.in, s.batch, s.out, in_f(ctx, 1), s.in, in_f(ctx, 0), s.out, dx, s.in);
+        gemm(s.blas, CUBLAS_OP_N, CUBLAS_OP_N, s.in, s.batch, s.out, in_f(ctx, 1), s.in,
+             in_f(ctx, 0), s.out, dx, s.in);
     };
 }
 
@@ -245,7 +255,8 @@ auto relu_backward_op() {
     return [](context& ctx) {
         const auto da = ctx.input(0);
         float* dz = ctx.output(0, da.size()).data().as<float>();
-        mlp::relu_backward(dz, da.data().as<float>(), in_f(ctx, 1), da.size() / sizeof(float), ctx.backend().stream());
+        mlp::relu_backward(dz, da.data().as<float>(), in_f(ctx, 1), da.size() / sizeof(float),
+                           ctx.backend().stream());
     };
 }
 
@@ -253,7 +264,8 @@ auto relu_backward_op() {
 auto sgd_op(float lr) {
     return [lr](context& ctx) {
         const auto p = ctx.inout(0);
-        mlp::sgd(p.data().as<float>(), in_f(ctx, 1), lr, p.size() / sizeof(float), ctx.backend().stream());
+        mlp::sgd(p.data().as<float>(), in_f(ctx, 1), lr, p.size() / sizeof(float),
+                 ctx.backend().stream());
     };
 }
 
@@ -295,10 +307,12 @@ std::uint64_t fnv1a(std::uint64_t h, const std::vector<std::byte>& bytes) {
 //! FLOPs of a GEMM, as a supplied cost in "ns" (only ratios matter to the heuristic).
 double gemm_cost(const shapes& s) { return 2.0 * s.batch * s.in * s.out / 1e4; }
 
-result train(const config& c, const dataset& data, gpu& g, std::size_t budget, std::size_t region, int steps) {
+result train(const config& c, const dataset& data, gpu& g, std::size_t budget, std::size_t region,
+             int steps) {
     result r;
     try {
-        dtr::runtime<dtr::cuda_backend> rt({.budget = budget}, dtr::cuda_backend(region, g.stream()));
+        dtr::runtime<dtr::cuda_backend> rt({.budget = budget},
+                                           dtr::cuda_backend(region, g.stream()));
         const int n = c.layers + 1;
         const tensor x = upload(rt, data.x);
         const tensor labels = upload(rt, data.labels);
@@ -307,7 +321,9 @@ result train(const config& c, const dataset& data, gpu& g, std::size_t budget, s
             w.push_back(upload(rt, data.w[static_cast<std::size_t>(l)]));
             b.push_back(upload(rt, data.b[static_cast<std::size_t>(l)]));
         }
-        auto cost = [&](double v) { return c.supplied_costs ? std::optional<dtr::cost_t>(v) : std::nullopt; };
+        auto cost = [&](double v) {
+            return c.supplied_costs ? std::optional<dtr::cost_t>(v) : std::nullopt;
+        };
         rt.backend().synchronize();
         r.min_largest_free = region;
         tensor loss;
@@ -317,14 +333,18 @@ result train(const config& c, const dataset& data, gpu& g, std::size_t budget, s
             std::vector<tensor> acts{x}, zs;
             for (int l = 0; l < n; ++l) {
                 const shapes s{c.batch, c.width(l), c.out_width(l), g.blas()};
-                zs.push_back(rt.call(linear_op(s), {acts.back(), w[static_cast<std::size_t>(l)], b[static_cast<std::size_t>(l)]},
-                                     {.cost = cost(gemm_cost(s))}));
+                zs.push_back(rt.call(
+                    linear_op(s),
+                    {acts.back(), w[static_cast<std::size_t>(l)], b[static_cast<std::size_t>(l)]},
+                    {.cost = cost(gemm_cost(s))}));
                 if (l < n - 1) acts.push_back(rt.call(relu_op(), {zs.back()}, {.cost = cost(1)}));
             }
             auto sample_free = [&] {
-                r.min_largest_free = std::min(r.min_largest_free, rt.backend().memory_info()->largest_free);
+                r.min_largest_free =
+                    std::min(r.min_largest_free, rt.backend().memory_info()->largest_free);
             };
-            auto [dz, rows] = rt.call<2>(loss_op(c.batch, c.classes), {zs.back(), labels}, {.cost = cost(1)});
+            auto [dz, rows] =
+                rt.call<2>(loss_op(c.batch, c.classes), {zs.back(), labels}, {.cost = cost(1)});
             sample_free(); // the end of the forward pass: the most activations are resident
             loss = rt.call(mean_op(), {rows}, {.cost = cost(1)});
             rows.reset();
@@ -394,36 +414,48 @@ config parse(int argc, char** argv) {
             if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
             return argv[++i];
         };
-        if (a == "--steps") c.steps = std::stoi(value());
-        else if (a == "--batch") c.batch = std::stoi(value());
-        else if (a == "--input") c.input = std::stoi(value());
-        else if (a == "--hidden") c.hidden = std::stoi(value());
-        else if (a == "--layers") c.layers = std::stoi(value());
-        else if (a == "--budgets") c.fractions = parse_list(value());
-        else if (a == "--supplied-costs") c.supplied_costs = true;
-        else if (a == "--no-bisect") c.bisect = false;
+        if (a == "--steps")
+            c.steps = std::stoi(value());
+        else if (a == "--batch")
+            c.batch = std::stoi(value());
+        else if (a == "--input")
+            c.input = std::stoi(value());
+        else if (a == "--hidden")
+            c.hidden = std::stoi(value());
+        else if (a == "--layers")
+            c.layers = std::stoi(value());
+        else if (a == "--budgets")
+            c.fractions = parse_list(value());
+        else if (a == "--supplied-costs")
+            c.supplied_costs = true;
+        else if (a == "--no-bisect")
+            c.bisect = false;
         else if (a == "--quick") {
             c.batch = 1024, c.input = 512, c.hidden = 1024, c.layers = 4, c.steps = 4;
-        } else throw std::invalid_argument("unknown argument " + a);
+        } else
+            throw std::invalid_argument("unknown argument " + a);
     }
     return c;
 }
 
 double mib(std::size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
-void print_row(const char* label, double fraction, std::size_t budget, const result& r, const result& base) {
+void print_row(const char* label, double fraction, std::size_t budget, const result& r,
+               const result& base) {
     if (!r.ok) {
-        std::printf("%-13s %5.1f%% %9.1f  out of memory: %s\n", label, 100 * fraction, mib(budget), r.failure.c_str());
+        std::printf("%-13s %5.1f%% %9.1f  out of memory: %s\n", label, 100 * fraction, mib(budget),
+                    r.failure.c_str());
         return;
     }
     const bool same = r.loss_bits == base.loss_bits && r.weights_hash == base.weights_hash;
-    std::printf("%-13s %5.1f%% %9.1f %9.1f %9.1f %7llu %7llu %7llu %6.2fx  %.9g (0x%08x) %016llx %s\n", label,
-                100 * fraction, mib(budget), mib(r.peak_physical), mib(r.min_largest_free),
-                static_cast<unsigned long long>(r.stats.rematerializations),
-                static_cast<unsigned long long>(r.stats.evictions),
-                static_cast<unsigned long long>(r.stats.allocation_retries), r.seconds / base.seconds,
-                static_cast<double>(r.loss), r.loss_bits, static_cast<unsigned long long>(r.weights_hash),
-                same ? "identical" : "DIFFERENT");
+    std::printf(
+        "%-13s %5.1f%% %9.1f %9.1f %9.1f %7llu %7llu %7llu %6.2fx  %.9g (0x%08x) %016llx %s\n",
+        label, 100 * fraction, mib(budget), mib(r.peak_physical), mib(r.min_largest_free),
+        static_cast<unsigned long long>(r.stats.rematerializations),
+        static_cast<unsigned long long>(r.stats.evictions),
+        static_cast<unsigned long long>(r.stats.allocation_retries), r.seconds / base.seconds,
+        static_cast<double>(r.loss), r.loss_bits, static_cast<unsigned long long>(r.weights_hash),
+        same ? "identical" : "DIFFERENT");
 }
 
 } // namespace
@@ -432,8 +464,9 @@ int main(int argc, char** argv) try {
     int devices = 0;
     const cudaError_t status = cudaGetDeviceCount(&devices);
     if (status != cudaSuccess || devices == 0 || cudaFree(nullptr) != cudaSuccess) {
-        std::printf("cuda_mlp: no usable CUDA device (%s); skipping\n",
-                    status != cudaSuccess ? cudaGetErrorString(status) : "none found or no context");
+        std::printf(
+            "cuda_mlp: no usable CUDA device (%s); skipping\n",
+            status != cudaSuccess ? cudaGetErrorString(status) : "none found or no context");
         return 77;
     }
     config c = parse(argc, argv);
@@ -442,9 +475,11 @@ int main(int argc, char** argv) try {
     c.unconstrained_region = std::min(free / 10 * 7, std::size_t{16} << 30);
     cudaDeviceProp prop{};
     DTR_CUDA_TRY(cudaGetDeviceProperties(&prop, 0));
-    std::printf("cuda_mlp on %s: batch %d, %d -> %d x %d hidden -> %d classes, %d steps, SGD lr %g, %s costs\n",
-                prop.name, c.batch, c.input, c.layers, c.hidden, c.classes, c.steps, static_cast<double>(c.lr),
-                c.supplied_costs ? "supplied" : "measured (CUDA events, lazy)");
+    std::printf(
+        "cuda_mlp on %s: batch %d, %d -> %d x %d hidden -> %d classes, %d steps, SGD lr %g, %s "
+        "costs\n",
+        prop.name, c.batch, c.input, c.layers, c.hidden, c.classes, c.steps,
+        static_cast<double>(c.lr), c.supplied_costs ? "supplied" : "measured (CUDA events, lazy)");
     std::printf("cuBLAS workspace %.0f MiB, outside the DTR region\n", mib(gpu::workspace_bytes));
     const dataset data = make_data(c);
     gpu g;
@@ -457,10 +492,12 @@ int main(int argc, char** argv) try {
         return 1;
     }
     const std::size_t peak = base.peak_physical;
-    std::printf("unconstrained: peak %.1f MiB in the region, loss %.6g -> %.9g, %.3f s\n\n", mib(peak),
-                static_cast<double>(base.first_loss), static_cast<double>(base.loss), base.seconds);
-    std::printf("%-13s %6s %9s %9s %9s %7s %7s %7s %7s  %-26s %-16s\n", "run", "budget", "MiB", "peak MiB",
-                "free blk", "remats", "evicts", "retries", "time", "final loss", "weights hash");
+    std::printf("unconstrained: peak %.1f MiB in the region, loss %.6g -> %.9g, %.3f s\n\n",
+                mib(peak), static_cast<double>(base.first_loss), static_cast<double>(base.loss),
+                base.seconds);
+    std::printf("%-13s %6s %9s %9s %9s %7s %7s %7s %7s  %-26s %-16s\n", "run", "budget", "MiB",
+                "peak MiB", "free blk", "remats", "evicts", "retries", "time", "final loss",
+                "weights hash");
     print_row("unconstrained", 1.0, peak, base, base);
 
     bool all_same = true;
@@ -486,13 +523,17 @@ int main(int argc, char** argv) try {
         run_at((*lowest_ok + *highest_failed) / 2, "bisect");
     }
     if (lowest_ok)
-        std::printf("\nlowest budget that trained: %.1f%% of the unconstrained peak (%.1f MiB)%s\n", 100 * *lowest_ok,
+        std::printf("\nlowest budget that trained: %.1f%% of the unconstrained peak (%.1f MiB)%s\n",
+                    100 * *lowest_ok,
                     mib(static_cast<std::size_t>(*lowest_ok * static_cast<double>(peak))),
                     highest_failed ? "" : " (no budget tried failed)");
     else
-        std::printf("\nno budget tried trained: the region's fragmentation needs more than the unconstrained "
-                    "peak (try --budgets 1.2,1.1,...)\n");
-    std::printf("final loss and weights %s at every budget that trained\n", all_same ? "bit-identical" : "DIFFER");
+        std::printf(
+            "\nno budget tried trained: the region's fragmentation needs more than the "
+            "unconstrained "
+            "peak (try --budgets 1.2,1.1,...)\n");
+    std::printf("final loss and weights %s at every budget that trained\n",
+                all_same ? "bit-identical" : "DIFFER");
     return all_same && lowest_ok ? 0 : 1;
 } catch (const std::exception& e) {
     std::fprintf(stderr, "cuda_mlp: %s\n", e.what());

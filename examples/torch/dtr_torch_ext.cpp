@@ -15,11 +15,13 @@
 //! - bridge: the Python-facing runtime (dispatch, adoption of plain tensors, pins, stats).
 //! See docs/torch.md for the mapping and its limits.
 
+// Python.h (through torch/extension.h) comes before every other header, as CPython requires.
+// clang-format off
 #include <torch/extension.h>
-#include <torch/csrc/Device.h>
-#include <torch/csrc/DynamicTypes.h>
-#include <torch/csrc/autograd/python_variable.h>
-#include <torch/csrc/jit/python/pybind_utils.h>
+// clang-format on
+
+#include <dtr/heuristic/by_name.hpp>
+#include <dtr/runtime.hpp>
 
 #include <ATen/ScalarOps.h>
 #include <ATen/core/LegacyTypeDispatch.h>
@@ -27,15 +29,16 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
-
-#include <dtr/heuristic/by_name.hpp>
-#include <dtr/runtime.hpp>
+#include <torch/csrc/Device.h>
+#include <torch/csrc/DynamicTypes.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <ctime>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -64,7 +67,8 @@ inline std::unordered_map<std::string, std::pair<std::uint64_t, std::uint64_t>> 
 inline std::uint64_t thread_cpu_ns() {
     timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull +
+           static_cast<std::uint64_t>(ts.tv_nsec);
 }
 inline void boxed_call(const c10::OperatorHandle& op, torch::jit::Stack* s) {
     if (!prof_ops) {
@@ -73,7 +77,9 @@ inline void boxed_call(const c10::OperatorHandle& op, torch::jit::Stack* s) {
     }
     const std::uint64_t t0 = thread_cpu_ns();
     op.callBoxed(s);
-    auto& e = prof_by_op[op.schema().name() + (op.schema().overload_name().empty() ? "" : "." + op.schema().overload_name())];
+    auto& e =
+        prof_by_op[op.schema().name() +
+                   (op.schema().overload_name().empty() ? "" : "." + op.schema().overload_name())];
     ++e.first;
     e.second += thread_cpu_ns() - t0;
 }
@@ -81,8 +87,9 @@ struct scoped_ns {
     std::uint64_t& into;
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
     ~scoped_ns() {
-        into += static_cast<std::uint64_t>(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+        into += static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                               std::chrono::steady_clock::now() - start)
+                                               .count());
     }
 };
 
@@ -167,13 +174,28 @@ public:
         std::lock_guard<std::mutex> lock(mutex_);
         paused_ = p;
     }
-    std::size_t cached() const { std::lock_guard<std::mutex> l(mutex_); return cached_; }
-    std::size_t reused() const { std::lock_guard<std::mutex> l(mutex_); return reused_; }
+    std::size_t cached() const {
+        std::lock_guard<std::mutex> l(mutex_);
+        return cached_;
+    }
+    std::size_t reused() const {
+        std::lock_guard<std::mutex> l(mutex_);
+        return reused_;
+    }
     static constexpr std::size_t cache_min = 64 << 10;
 
-    std::size_t current() const { std::lock_guard<std::mutex> l(mutex_); return current_; }
-    std::size_t peak() const { std::lock_guard<std::mutex> l(mutex_); return peak_; }
-    std::size_t total() const { std::lock_guard<std::mutex> l(mutex_); return total_; }
+    std::size_t current() const {
+        std::lock_guard<std::mutex> l(mutex_);
+        return current_;
+    }
+    std::size_t peak() const {
+        std::lock_guard<std::mutex> l(mutex_);
+        return peak_;
+    }
+    std::size_t total() const {
+        std::lock_guard<std::mutex> l(mutex_);
+        return total_;
+    }
     //! A new measurement: the peak restarts from what is held now, the demand peak from what is
     //! demanded now, and the cache gives back what exceeds it.
     void reset_peak() {
@@ -219,7 +241,8 @@ private:
     mutable std::mutex mutex_;
     mutable std::unordered_map<void*, entry> live_;
     mutable std::unordered_multimap<std::size_t, c10::DataPtr> cache_;
-    mutable std::size_t cached_ = 0, reused_ = 0, current_ = 0, peak_ = 0, total_ = 0, demand_peak_ = 0;
+    mutable std::size_t cached_ = 0, reused_ = 0, current_ = 0, peak_ = 0, total_ = 0,
+                        demand_peak_ = 0;
     bool caching_ = false, paused_ = false;
 };
 
@@ -366,8 +389,9 @@ public:
     runtime_impl(dtr::runtime_options opts, std::shared_ptr<block_table> table)
         : table_(table), rt_(opts, torch_backend(table)) {}
 
-    std::vector<dtr::tensor> call(recipe_op op, std::span<const dtr::tensor> inputs, std::size_t outputs,
-                                  std::vector<std::uint32_t> mutates, std::optional<dtr::cost_t> cost) override {
+    std::vector<dtr::tensor> call(recipe_op op, std::span<const dtr::tensor> inputs,
+                                  std::size_t outputs, std::vector<std::uint32_t> mutates,
+                                  std::optional<dtr::cost_t> cost) override {
         dtr::call_options o;
         o.mutates = std::move(mutates);
         o.cost = cost;
@@ -393,7 +417,8 @@ public:
     }
     std::unique_ptr<pinned> pin(const dtr::tensor& t) override {
         struct guard final : pinned {
-            explicit guard(typename dtr::runtime<torch_backend, H>::read_guard g) : g(std::move(g)) {}
+            explicit guard(typename dtr::runtime<torch_backend, H>::read_guard g)
+                : g(std::move(g)) {}
             typename dtr::runtime<torch_backend, H>::read_guard g;
         };
         auto p = std::make_unique<guard>(rt_.pin(t));
@@ -402,7 +427,9 @@ public:
         return p;
     }
     bool evict(const dtr::tensor& t) override { return rt_.evict(t); }
-    bool is_rematerializable(const dtr::tensor& t) const override { return rt_.is_rematerializable(t); }
+    bool is_rematerializable(const dtr::tensor& t) const override {
+        return rt_.is_rematerializable(t);
+    }
     bool is_resident(const dtr::tensor& t) const override { return rt_.is_resident(t); }
     void set_budget(std::size_t bytes) override { rt_.set_budget(bytes); }
     std::size_t budget() const override { return rt_.budget(); }
@@ -423,9 +450,11 @@ std::unique_ptr<runtime_iface> make_runtime(const std::string& name, dtr::runtim
                                             std::shared_ptr<block_table> table) {
     namespace h = dtr::heuristics;
     // The policies worth a bridge instantiation; each one compiles the whole runtime.
-    if (name == h::dtr_eqclass::name) return std::make_unique<runtime_impl<h::dtr_eqclass>>(opts, table);
+    if (name == h::dtr_eqclass::name)
+        return std::make_unique<runtime_impl<h::dtr_eqclass>>(opts, table);
     if (name == h::dtr::name) return std::make_unique<runtime_impl<h::dtr>>(opts, table);
-    if (name == h::dtr_local::name) return std::make_unique<runtime_impl<h::dtr_local>>(opts, table);
+    if (name == h::dtr_local::name)
+        return std::make_unique<runtime_impl<h::dtr_local>>(opts, table);
     if (name == h::dtr_held::name) return std::make_unique<runtime_impl<h::dtr_held>>(opts, table);
     if (name == h::lru::name) return std::make_unique<runtime_impl<h::lru>>(opts, table);
     if (name == h::largest::name) return std::make_unique<runtime_impl<h::largest>>(opts, table);
@@ -470,7 +499,7 @@ c10::Storage borrowed_storage(const void* data, std::size_t bytes, c10::Device d
 at::Tensor tensor_on(const c10::Storage& storage, const geometry& g) {
     auto ks = c10::DispatchKeySet(c10::computeDispatchKey(g.dtype, at::kStrided, g.device));
     at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(storage), ks,
-                                                           c10::scalarTypeToTypeMeta(g.dtype));
+                                                            c10::scalarTypeToTypeMeta(g.dtype));
     t.unsafeGetTensorImpl()->set_sizes_and_strides(g.sizes, g.strides, g.offset);
     return t;
 }
@@ -551,24 +580,25 @@ void recipe::run(context_t& ctx) {
             return tensor_on(storages[ta.input], ta.geom);
         };
         switch (a.kind) {
-        case arg_slot::tensor:
-        case arg_slot::optional_tensor:
-            if (a.tensors[0] >= 0) s[a.stack_index] = make(a.tensors[0]);
-            break;
-        case arg_slot::tensor_list: {
-            c10::List<at::Tensor> l;
-            l.reserve(a.tensors.size());
-            for (int32_t k : a.tensors) l.push_back(make(k));
-            s[a.stack_index] = std::move(l);
-            break;
-        }
-        case arg_slot::optional_tensor_list: {
-            c10::List<c10::optional<at::Tensor>> l;
-            l.reserve(a.tensors.size());
-            for (int32_t k : a.tensors) l.push_back(k >= 0 ? c10::optional<at::Tensor>(make(k)) : c10::nullopt);
-            s[a.stack_index] = std::move(l);
-            break;
-        }
+            case arg_slot::tensor:
+            case arg_slot::optional_tensor:
+                if (a.tensors[0] >= 0) s[a.stack_index] = make(a.tensors[0]);
+                break;
+            case arg_slot::tensor_list: {
+                c10::List<at::Tensor> l;
+                l.reserve(a.tensors.size());
+                for (int32_t k : a.tensors) l.push_back(make(k));
+                s[a.stack_index] = std::move(l);
+                break;
+            }
+            case arg_slot::optional_tensor_list: {
+                c10::List<c10::optional<at::Tensor>> l;
+                l.reserve(a.tensors.size());
+                for (int32_t k : a.tensors)
+                    l.push_back(k >= 0 ? c10::optional<at::Tensor>(make(k)) : c10::nullopt);
+                s[a.stack_index] = std::move(l);
+                break;
+            }
         }
     }
 
@@ -610,8 +640,9 @@ void recipe::run(context_t& ctx) {
         if (k >= n_outputs)
             unsupported(op->schema().name() + " returned more tensors than its arguments announce");
         if (!r.defined()) {
-            if (ran && out_defined[k]) throw dtr::logic_error("dtr_torch: " + op->schema().name() +
-                                                              " is not deterministic (an output became undefined)");
+            if (ran && out_defined[k])
+                throw dtr::logic_error("dtr_torch: " + op->schema().name() +
+                                       " is not deterministic (an output became undefined)");
             ctx.output(k, 0);
             if (!ran) {
                 out_geom.emplace_back();
@@ -621,13 +652,15 @@ void recipe::run(context_t& ctx) {
             return;
         }
         if (r.layout() != at::kStrided || !r.has_storage())
-            unsupported(op->schema().name() + " returned a tensor with layout " + c10::str(r.layout()) +
-                        " (only strided tensors are managed)");
+            unsupported(op->schema().name() + " returned a tensor with layout " +
+                        c10::str(r.layout()) + " (only strided tensors are managed)");
         const c10::StorageImpl* si = r.storage().unsafeGetStorageImpl();
         for (const c10::Storage& in : storages)
-            if (in.unsafeGetStorageImpl() == si || (in.nbytes() != 0 && in.data_ptr().get() == r.storage().data_ptr().get()))
-                unsupported(op->schema().name() + " returned a tensor sharing memory with an argument "
-                                                 "although its schema declares a fresh result");
+            if (in.unsafeGetStorageImpl() == si ||
+                (in.nbytes() != 0 && in.data_ptr().get() == r.storage().data_ptr().get()))
+                unsupported(op->schema().name() +
+                            " returned a tensor sharing memory with an argument "
+                            "although its schema declares a fresh result");
         for (const c10::StorageImpl* p : produced)
             if (p == si)
                 unsupported(op->schema().name() + " returned two results sharing one storage");
@@ -635,8 +668,9 @@ void recipe::run(context_t& ctx) {
         geometry g = geometry::of(r);
         if (ran) {
             if (!(g == out_geom[k]) || !out_defined[k])
-                throw dtr::logic_error("dtr_torch: " + op->schema().name() +
-                                       " is not deterministic: a rematerialized output has another geometry");
+                throw dtr::logic_error(
+                    "dtr_torch: " + op->schema().name() +
+                    " is not deterministic: a rematerialized output has another geometry");
         } else {
             out_geom.push_back(std::move(g));
             out_defined.push_back(1);
@@ -661,7 +695,8 @@ void recipe::run(context_t& ctx) {
         } else if (v.isNone()) {
             output(at::Tensor());
         } else {
-            unsupported(op->schema().name() + ": return " + std::to_string(ret) + " is not a tensor");
+            unsupported(op->schema().name() + ": return " + std::to_string(ret) +
+                        " is not a tensor");
         }
     }
     if (k != n_outputs)
@@ -686,9 +721,15 @@ void recipe_op::operator()(context_t& ctx) const { r->run(ctx); }
 struct op_info {
     std::optional<c10::OperatorHandle> op;
     std::string name;
-    enum kind_t : int { compute = 0, view = 1, detach_inplace = 2, inplace_view = 3 } kind = compute;
-    std::vector<std::pair<int, int>> writes; //!< (argument index, bool argument that must be true or -1)
-    std::vector<int> return_alias;           //!< per return: argument index it writes/aliases, or -1
+    enum kind_t : int {
+        compute = 0,
+        view = 1,
+        detach_inplace = 2,
+        inplace_view = 3
+    } kind = compute;
+    std::vector<std::pair<int, int>>
+        writes;                    //!< (argument index, bool argument that must be true or -1)
+    std::vector<int> return_alias; //!< per return: argument index it writes/aliases, or -1
     bool random = false;
     int generator_arg = -1;
     int first_list_arg = -1;
@@ -724,10 +765,12 @@ using ref_ptr = std::shared_ptr<storage_ref>;
 
 class bridge {
 public:
-    bridge(std::size_t budget, const std::string& heuristic, const std::string& device, py::object wrapper_factory,
-           py::object oom_type, py::object thrash_type)
-        : table_(std::make_shared<block_table>()), make_wrapper_(std::move(wrapper_factory)),
-          oom_type_(std::move(oom_type)), thrash_type_(std::move(thrash_type)) {
+    bridge(std::size_t budget, const std::string& heuristic, const std::string& device,
+           py::object wrapper_factory, py::object oom_type, py::object thrash_type)
+        : table_(std::make_shared<block_table>()),
+          make_wrapper_(std::move(wrapper_factory)),
+          oom_type_(std::move(oom_type)),
+          thrash_type_(std::move(thrash_type)) {
         static std::uint64_t next_id = 1;
         id_ = next_id++;
         table_->device = c10::Device(device);
@@ -752,7 +795,8 @@ public:
         if (!t.key_set().has(c10::DispatchKey::Python)) {
             if (!r.is_none()) {
                 ref_ptr ref = r.cast<ref_ptr>();
-                if (ref->runtime_id == id_ && ref->plain_key == t.storage().unsafeGetStorageImpl()) return ref;
+                if (ref->runtime_id == id_ && ref->plain_key == t.storage().unsafeGetStorageImpl())
+                    return ref;
             }
             ref_ptr ref = adopt(t);
             // The plain tensor's Python object keeps the reference (and so the constant) alive.
@@ -769,8 +813,9 @@ public:
                             std::string(py::str(py::type::handle_of(obj))) + ")");
             ref_ptr ref = r.cast<ref_ptr>();
             if (ref->runtime_id != id_)
-                unsupported("a dtr_torch tensor of another runtime used in this one; "
-                            "materialize it first (dtr_torch.materialize)");
+                unsupported(
+                    "a dtr_torch tensor of another runtime used in this one; "
+                    "materialize it first (dtr_torch.materialize)");
             return ref;
         }
     }
@@ -779,7 +824,8 @@ public:
         if (t.layout() != at::kStrided) unsupported("tensors with layout " + c10::str(t.layout()));
         if (!t.has_storage()) unsupported("tensors without storage (" + t.toString() + ")");
         if (t.device() != table_->device)
-            unsupported("a tensor on " + t.device().str() + " in a runtime for " + table_->device.str());
+            unsupported("a tensor on " + t.device().str() + " in a runtime for " +
+                        table_->device.str());
         const c10::StorageImpl* key = t.storage().unsafeGetStorageImpl();
         auto it = adopted_.find(key);
         ref_ptr ref;
@@ -798,7 +844,8 @@ public:
             auto s = w.lock();
             if (s && s.get() == impl) known = true;
         }
-        if (!known) ref->plains.emplace_back(c10::intrusive_ptr<c10::TensorImpl>::reclaim_copy(impl));
+        if (!known)
+            ref->plains.emplace_back(c10::intrusive_ptr<c10::TensorImpl>::reclaim_copy(impl));
         return ref;
     }
 
@@ -818,7 +865,8 @@ public:
                 if (!g.defined()) continue;
                 py::object go = py::reinterpret_steal<py::object>(THPVariable_Wrap(g));
                 if (pairs)
-                    out.append(py::make_tuple(py::reinterpret_steal<py::object>(THPVariable_Wrap(t)), go));
+                    out.append(
+                        py::make_tuple(py::reinterpret_steal<py::object>(THPVariable_Wrap(t)), go));
                 else
                     out.append(go);
             }
@@ -834,7 +882,8 @@ public:
             for (auto& w : ref->plains) {
                 auto impl = w.lock();
                 if (!impl) continue;
-                py::object obj = py::reinterpret_steal<py::object>(THPVariable_Wrap(at::Tensor(impl)));
+                py::object obj =
+                    py::reinterpret_steal<py::object>(THPVariable_Wrap(at::Tensor(impl)));
                 if (py::hasattr(obj, "_dtr_ref")) py::delattr(obj, "_dtr_ref");
             }
         }
@@ -896,8 +945,8 @@ public:
         const std::byte* data = p->data;
         const std::size_t size = p->size;
         c10::Storage keep;
-        if (auto it = table_->blocks.find(data); it != table_->blocks.end() && size != 0 &&
-                                                 it->second.nbytes() == size)
+        if (auto it = table_->blocks.find(data);
+            it != table_->blocks.end() && size != 0 && it->second.nbytes() == size)
             keep = it->second;
         p.reset();
         if (keep && rt_->evict(ref->handle) && table_->blocks.find(data) == table_->blocks.end()) {
@@ -949,7 +998,8 @@ public:
         }
         auto p = rt_->pin(ref->handle);
         auto it = table_->blocks.find(p->data);
-        if (it == table_->blocks.end()) throw std::logic_error("dtr_torch: constant not in the block table");
+        if (it == table_->blocks.end())
+            throw std::logic_error("dtr_torch: constant not in the block table");
         return tensor_on(it->second, g);
     }
     std::size_t readers(const ref_ptr& ref) const { return *ref->readers; }
@@ -1015,7 +1065,8 @@ void bridge::follow_mutation(const ref_ptr& ref) {
     if (!any) return;
     auto p = rt_->pin(ref->handle); // a constant: resident, no recomputation
     auto it = table_->blocks.find(p->data);
-    if (it == table_->blocks.end()) throw std::logic_error("dtr_torch: mutated storage not in the block table");
+    if (it == table_->blocks.end())
+        throw std::logic_error("dtr_torch: mutated storage not in the block table");
     const c10::Storage& fresh = it->second;
     adopted_.erase(ref->plain_key);
     ref->plain_key = fresh.unsafeGetStorageImpl();
@@ -1034,8 +1085,8 @@ void bridge::follow_mutation(const ref_ptr& ref) {
 }
 
 //! Puts plain tensors over `storages` (one per distinct input) into the tensor slots of `s`.
-void fill_stack(torch::jit::Stack& s, const std::vector<arg_slot>& slots, const std::vector<tensor_arg>& tensors,
-                const std::vector<c10::Storage>& storages) {
+void fill_stack(torch::jit::Stack& s, const std::vector<arg_slot>& slots,
+                const std::vector<tensor_arg>& tensors, const std::vector<c10::Storage>& storages) {
     auto make = [&](int32_t k) { return tensor_on(storages[tensors[k].input], tensors[k].geom); };
     for (const arg_slot& a : slots) {
         if (a.kind == arg_slot::tensor || a.kind == arg_slot::optional_tensor) {
@@ -1046,7 +1097,8 @@ void fill_stack(torch::jit::Stack& s, const std::vector<arg_slot>& slots, const 
             s[a.stack_index] = std::move(l);
         } else {
             c10::List<c10::optional<at::Tensor>> l;
-            for (int32_t k : a.tensors) l.push_back(k >= 0 ? c10::optional<at::Tensor>(make(k)) : c10::nullopt);
+            for (int32_t k : a.tensors)
+                l.push_back(k >= 0 ? c10::optional<at::Tensor>(make(k)) : c10::nullopt);
             s[a.stack_index] = std::move(l);
         }
     }
@@ -1057,7 +1109,7 @@ struct found_tensor {
     at::Tensor t;
     py::object obj; //!< its Python object (wrapper or plain)
     ref_ptr ref;
-    int arg = -1;   //!< schema argument index
+    int arg = -1; //!< schema argument index
 };
 
 py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict kwargs) {
@@ -1086,8 +1138,9 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
         }
         if (changed) args = py::tuple(fixed);
     }
-    torch::jit::Stack stack = torch::jit::createStackForSchema(
-        schema, torch::jit::tuple_slice(args), py::reinterpret_borrow<py::kwargs>(kwargs), c10::nullopt);
+    torch::jit::Stack stack =
+        torch::jit::createStackForSchema(schema, torch::jit::tuple_slice(args),
+                                         py::reinterpret_borrow<py::kwargs>(kwargs), c10::nullopt);
 
     auto r = std::make_shared<recipe>();
     std::vector<found_tensor> found;
@@ -1123,17 +1176,21 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
                 continue;
             }
             const bool optional = sargs[i].type()->kind() == c10::TypeKind::OptionalType;
-            arg_slot a{optional ? arg_slot::optional_tensor : arg_slot::tensor, i, {take(t, static_cast<int>(i))}};
+            arg_slot a{optional ? arg_slot::optional_tensor : arg_slot::tensor,
+                       i,
+                       {take(t, static_cast<int>(i))}};
             r->slots.push_back(std::move(a));
             v = c10::IValue();
         } else if (v.isTensorList()) {
             arg_slot a{arg_slot::tensor_list, i, {}};
-            for (const at::Tensor& t : v.toTensorList()) a.tensors.push_back(take(t, static_cast<int>(i)));
+            for (const at::Tensor& t : v.toTensorList())
+                a.tensors.push_back(take(t, static_cast<int>(i)));
             r->slots.push_back(std::move(a));
             v = c10::IValue();
         } else if (v.isList() && sargs[i].type()->kind() == c10::TypeKind::ListType &&
                    sargs[i].type()->containedType(0)->kind() == c10::TypeKind::OptionalType &&
-                   sargs[i].type()->containedType(0)->containedType(0)->kind() == c10::TypeKind::TensorType) {
+                   sargs[i].type()->containedType(0)->containedType(0)->kind() ==
+                       c10::TypeKind::TensorType) {
             arg_slot a{arg_slot::optional_tensor_list, i, {}};
             for (const c10::IValue& e : v.toListRef())
                 a.tensors.push_back(e.isNone() ? -1 : take(e.toTensor(), static_cast<int>(i)));
@@ -1201,14 +1258,18 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
         if (ok) {
             std::vector<std::unique_ptr<pinned>> pins;
             for (const ref_ptr& in : inputs) pins.push_back(pin(in->handle));
-            c10::impl::ExcludeDispatchKeyGuard no_python(
-                c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+            c10::impl::ExcludeDispatchKeyGuard no_python(c10::DispatchKeySet(
+                {c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
             at::AutoDispatchBelowADInplaceOrView below;
             std::vector<c10::Storage> st;
-            for (auto& pn : pins) st.push_back(borrowed_storage(pn->data, pn->size, table_->device));
+            for (auto& pn : pins)
+                st.push_back(borrowed_storage(pn->data, pn->size, table_->device));
             torch::jit::Stack s = stack;
             fill_stack(s, r->slots, r->tensors, st);
-            { scoped_ns kt{prof.kernel_ns}; boxed_call(*info.op, &s); }
+            {
+                scoped_ns kt{prof.kernel_ns};
+                boxed_call(*info.op, &s);
+            }
             ++inplace_direct_;
             std::vector<py::object> results;
             for (std::size_t i = 0; i < rets.size(); ++i) {
@@ -1260,9 +1321,11 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
             if (o.sizes() != st.sizes() || o.strides() != st.strides() || o.storage_offset() != 0 ||
                 o.scalar_type() != st.scalar_type() || oref->nbytes() != self.ref->nbytes())
                 unsupported(info.name + ": its out-of-place form " + f.name +
-                            " produced another layout (report this: the rewrite's preconditions are wrong)");
+                            " produced another layout (report this: the rewrite's preconditions "
+                            "are wrong)");
             if (self_constant && !is_constant(oref))
-                unsupported(info.name + ": out-of-place form of a constant's update is not a constant");
+                unsupported(info.name +
+                            ": out-of-place form of a constant's update is not a constant");
             self.ref->handle = oref->handle;
             self.ref->new_version();
             ++inplace_rewrites_;
@@ -1273,8 +1336,9 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
     // ---- in-place metadata operators --------------------------------------------------------
     if (info.kind == op_info::detach_inplace) return arg_object(0);
     if (info.kind == op_info::inplace_view)
-        unsupported(info.name + " changes a tensor's sizes or strides in place; use the out-of-place "
-                                "form (e.g. t() instead of t_())");
+        unsupported(info.name +
+                    " changes a tensor's sizes or strides in place; use the out-of-place "
+                    "form (e.g. t() instead of t_())");
 
     // ---- views: no runtime call, the result shares the argument's storage -----------------
     if (info.kind == op_info::view) {
@@ -1284,10 +1348,13 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
         // Metadata-only storages (no memory) with the true sizes: views never read data.
         std::vector<c10::Storage> fake;
         fake.reserve(inputs.size());
-        for (const ref_ptr& in : inputs) fake.push_back(borrowed_storage(nullptr, in->nbytes(), table_->device));
+        for (const ref_ptr& in : inputs)
+            fake.push_back(borrowed_storage(nullptr, in->nbytes(), table_->device));
         torch::jit::Stack s = stack;
         for (const arg_slot& a : r->slots) {
-            auto make = [&](int32_t k) { return tensor_on(fake[r->tensors[k].input], r->tensors[k].geom); };
+            auto make = [&](int32_t k) {
+                return tensor_on(fake[r->tensors[k].input], r->tensors[k].geom);
+            };
             if (a.kind == arg_slot::tensor || a.kind == arg_slot::optional_tensor) {
                 if (a.tensors[0] >= 0) s[a.stack_index] = make(a.tensors[0]);
             } else if (a.kind == arg_slot::tensor_list) {
@@ -1298,7 +1365,10 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
                 unsupported(info.name + ": a view operator with optional tensor lists");
             }
         }
-        { scoped_ns kt{prof.kernel_ns}; boxed_call(*info.op, &s); }
+        {
+            scoped_ns kt{prof.kernel_ns};
+            boxed_call(*info.op, &s);
+        }
         auto wrap_view = [&](const at::Tensor& t) -> py::object {
             if (!t.defined()) return py::none();
             if (t.is_conj() || t.is_neg())
@@ -1332,14 +1402,16 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
         if (info.return_alias[i] >= 0) continue; // returns a written argument
         const auto kind = rets[i].type()->kind();
         if (kind == c10::TypeKind::TensorType ||
-            (kind == c10::TypeKind::OptionalType && rets[i].type()->containedType(0)->kind() == c10::TypeKind::TensorType)) {
+            (kind == c10::TypeKind::OptionalType &&
+             rets[i].type()->containedType(0)->kind() == c10::TypeKind::TensorType)) {
             r->fresh_returns.push_back(i);
             ++n_out;
         } else if (kind == c10::TypeKind::ListType &&
                    rets[i].type()->containedType(0)->kind() == c10::TypeKind::TensorType) {
             // Tensor[] results: as many as the first tensor-list argument (the _foreach_ rule).
             if (info.first_list_arg < 0)
-                unsupported(info.name + " returns a list of tensors whose length is unknown before it runs");
+                unsupported(info.name +
+                            " returns a list of tensors whose length is unknown before it runs");
             std::size_t len = 0;
             for (const found_tensor& f : found)
                 if (f.arg == info.first_list_arg) ++len;
@@ -1366,7 +1438,10 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
         for (auto& p : pins) st.push_back(borrowed_storage(p->data, p->size, table_->device));
         torch::jit::Stack s = stack;
         fill_stack(s, r->slots, r->tensors, st);
-        { scoped_ns kt{prof.kernel_ns}; boxed_call(*info.op, &s); }
+        {
+            scoped_ns kt{prof.kernel_ns};
+            boxed_call(*info.op, &s);
+        }
         if (!eager_constant) {
             for (c10::IValue& v : s)
                 if (v.isTensor() || v.isTensorList())
@@ -1466,7 +1541,8 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
         // (constants are counted once, as parameters and optimizer state).
         std::size_t io = r->io_bytes;
         for (std::size_t i = 0; i < inputs.size(); ++i)
-            if (rt_->is_rematerializable(inputs[i]->handle) || mutated[i]) io += inputs[i]->nbytes();
+            if (rt_->is_rematerializable(inputs[i]->handle) || mutated[i])
+                io += inputs[i]->nbytes();
         if (io > max_op_bytes_) {
             max_op_bytes_ = io;
             max_op_name_ = info.name;
@@ -1538,10 +1614,12 @@ PYBIND11_MODULE(_dtr_torch, m) {
 
     py::class_<op_info>(m, "OpInfo")
         .def(py::init([](const std::string& name, const std::string& overload, int kind,
-                         std::vector<std::pair<int, int>> writes, std::vector<int> return_alias, bool random,
-                         int generator_arg, int first_list_arg, py::object functional) {
+                         std::vector<std::pair<int, int>> writes, std::vector<int> return_alias,
+                         bool random, int generator_arg, int first_list_arg,
+                         py::object functional) {
             auto h = c10::Dispatcher::singleton().findSchema({name, overload});
-            if (!h) throw std::invalid_argument("dtr_torch: no ATen operator " + name + "." + overload);
+            if (!h)
+                throw std::invalid_argument("dtr_torch: no ATen operator " + name + "." + overload);
             op_info i;
             i.op = *h;
             i.name = name + (overload.empty() ? "" : "." + overload);
@@ -1559,7 +1637,8 @@ PYBIND11_MODULE(_dtr_torch, m) {
         .def_readonly("name", &op_info::name);
 
     py::class_<bridge>(m, "Bridge")
-        .def(py::init<std::size_t, const std::string&, const std::string&, py::object, py::object, py::object>(),
+        .def(py::init<std::size_t, const std::string&, const std::string&, py::object, py::object,
+                      py::object>(),
              py::arg("budget"), py::arg("heuristic"), py::arg("device"), py::arg("wrapper_factory"),
              py::arg("oom_type"), py::arg("thrash_type"))
         .def_property_readonly("id", &bridge::id)
@@ -1595,7 +1674,8 @@ PYBIND11_MODULE(_dtr_torch, m) {
                  }
              })
         .def_property_readonly("budget", [](bridge& b) { return b.rt().budget(); })
-        .def_property_readonly("heuristic", [](bridge& b) { return std::string(b.rt().heuristic_name()); })
+        .def_property_readonly("heuristic",
+                               [](bridge& b) { return std::string(b.rt().heuristic_name()); })
         .def("set_remat_limit", [](bridge& b, double ns) { b.rt().set_remat_limit(ns); })
         .def("check_invariants", [](bridge& b) { b.rt().check_invariants(); })
         .def("stats", [](bridge& b) {
@@ -1646,12 +1726,20 @@ PYBIND11_MODULE(_dtr_torch, m) {
     });
     m.def("profile", [] {
         py::dict d;
-        d["dispatch_ns"] = prof.dispatch_ns; d["kernel_ns"] = prof.kernel_ns; d["promote_ns"] = prof.promote_ns;
-        d["promote_bytes"] = prof.promote_bytes; d["follow_ns"] = prof.follow_ns; d["stack_ns"] = prof.stack_ns;
-        d["runtime_call_ns"] = prof.runtime_call_ns; d["wrap_ns"] = prof.wrap_ns;
+        d["dispatch_ns"] = prof.dispatch_ns;
+        d["kernel_ns"] = prof.kernel_ns;
+        d["promote_ns"] = prof.promote_ns;
+        d["promote_bytes"] = prof.promote_bytes;
+        d["follow_ns"] = prof.follow_ns;
+        d["stack_ns"] = prof.stack_ns;
+        d["runtime_call_ns"] = prof.runtime_call_ns;
+        d["wrap_ns"] = prof.wrap_ns;
         return d;
     });
-    m.def("reset_profile", [] { prof = profile_counters{}; prof_by_op.clear(); });
+    m.def("reset_profile", [] {
+        prof = profile_counters{};
+        prof_by_op.clear();
+    });
     m.def("profile_ops", [](bool on) { prof_ops = on; });
     m.def("profile_by_op", [] {
         py::dict d;

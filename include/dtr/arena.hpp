@@ -83,8 +83,7 @@ public:
     explicit arena(std::size_t capacity, std::size_t alignment = default_alignment)
         : alignment_(alignment) {
         DTR_EXPECTS(alignment != 0 && (alignment & (alignment - 1)) == 0,
-                    "arena: alignment " + std::to_string(alignment) +
-                        " is not a power of two");
+                    "arena: alignment " + std::to_string(alignment) + " is not a power of two");
         capacity_ = capacity & ~(alignment - 1);
         if (capacity_ != 0) {
             block& whole = acquire_node(0, capacity_);
@@ -220,9 +219,8 @@ public:
         const auto it = find_live(offset);
         const std::optional<std::size_t> need = rounded(bytes);
         DTR_EXPECTS(need && *need == it->size,
-                    "arena::deallocate(" + std::to_string(offset) + ", " +
-                        std::to_string(bytes) + "): the block holds " +
-                        std::to_string(it->size) + " bytes, not " +
+                    "arena::deallocate(" + std::to_string(offset) + ", " + std::to_string(bytes) +
+                        "): the block holds " + std::to_string(it->size) + " bytes, not " +
                         std::to_string(need.value_or(bytes)));
         release(it);
     }
@@ -326,10 +324,12 @@ public:
                 fail("size index out of order at " + std::to_string(b.offset));
             prev = &b;
         }
-        if (used != used_) fail("used_bytes() is " + std::to_string(used_) + ", blocks say " +
-                                std::to_string(used));
-        if (live != live_) fail("live_allocations() is " + std::to_string(live_) +
-                                ", blocks say " + std::to_string(live));
+        if (used != used_)
+            fail("used_bytes() is " + std::to_string(used_) + ", blocks say " +
+                 std::to_string(used));
+        if (live != live_)
+            fail("live_allocations() is " + std::to_string(live_) + ", blocks say " +
+                 std::to_string(live));
         if (largest != largest_free_block()) fail("largest_free_block() disagrees with blocks");
         if (peak_used_ < used_) fail("peak below current use");
         std::size_t recycled = 0;
@@ -343,8 +343,8 @@ public:
 private:
     // Safe-link hooks: Boost.Intrusive asserts (in debug builds) if a node is linked twice or
     // destroyed while linked, and check_invariants() can ask whether a node is indexed.
-    using hook = boost::intrusive::set_member_hook<
-        boost::intrusive::link_mode<boost::intrusive::safe_link>>;
+    using hook =
+        boost::intrusive::set_member_hook<boost::intrusive::link_mode<boost::intrusive::safe_link>>;
 
     //! One block of the region, described out of band.
     struct block {
@@ -381,12 +381,13 @@ private:
         }
     };
 
-    using address_index = boost::intrusive::set<
-        block, boost::intrusive::member_hook<block, hook, &block::address_hook>,
-        boost::intrusive::key_of_value<offset_of>>;
-    using size_index = boost::intrusive::set<
-        block, boost::intrusive::member_hook<block, hook, &block::size_hook>,
-        boost::intrusive::compare<size_order>>;
+    using address_index =
+        boost::intrusive::set<block,
+                              boost::intrusive::member_hook<block, hook, &block::address_hook>,
+                              boost::intrusive::key_of_value<offset_of>>;
+    using size_index =
+        boost::intrusive::set<block, boost::intrusive::member_hook<block, hook, &block::size_hook>,
+                              boost::intrusive::compare<size_order>>;
 
     // Chunks double up to this many nodes, so the pool never over-reserves by much.
     static constexpr std::size_t max_chunk_nodes = std::size_t{1} << 16;
@@ -531,8 +532,8 @@ struct window_choice {
 //! ending there is the cheapest), and each candidate's score is summed afresh rather than
 //! kept as a running difference, which could lose small scores next to large ones.
 //! @par Throws: nothing.
-[[nodiscard]] inline std::optional<window_choice>
-cheapest_window(std::span<const window_block> blocks, std::size_t need) noexcept {
+[[nodiscard]] inline std::optional<window_choice> cheapest_window(
+    std::span<const window_block> blocks, std::size_t need) noexcept {
     auto cost_of = [](const window_block& b) noexcept {
         if (b.what != window_block::kind::evictable) return 0.0;
         if (std::isnan(b.score)) return std::numeric_limits<double>::infinity();
@@ -548,8 +549,7 @@ cheapest_window(std::span<const window_block> blocks, std::size_t need) noexcept
     std::size_t l = 0, span = 0;
     for (std::size_t r = 0; r < blocks.size(); ++r) {
         const window_block& b = blocks[r];
-        const bool adjacent =
-            r > l && blocks[r - 1].offset + blocks[r - 1].size == b.offset;
+        const bool adjacent = r > l && blocks[r - 1].offset + blocks[r - 1].size == b.offset;
         if (b.what == window_block::kind::fixed) {
             l = r + 1;
             span = 0;

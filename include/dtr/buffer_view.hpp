@@ -47,9 +47,7 @@ public:
     }
 
     //! @brief Returns: the bytes as a span (host pointers only).
-    [[nodiscard]] auto span() const noexcept
-        requires std::is_pointer_v<Pointer>
-    {
+    [[nodiscard]] auto span() const noexcept requires std::is_pointer_v<Pointer> {
         return std::span{data_, size_};
     }
 
@@ -58,11 +56,10 @@ public:
     //! Throws: dtr::logic_error when the size is not a multiple of sizeof(T) or the address
     //! is misaligned for T.
     template <class T>
-    [[nodiscard]] auto as() const
-        requires std::is_pointer_v<Pointer> && std::is_trivially_copyable_v<T>
-    {
-        using element = std::conditional_t<
-            std::is_const_v<std::remove_pointer_t<Pointer>>, const T, T>;
+    [[nodiscard]] auto as()
+        const requires std::is_pointer_v<Pointer> && std::is_trivially_copyable_v<T> {
+        using element =
+            std::conditional_t<std::is_const_v<std::remove_pointer_t<Pointer>>, const T, T>;
         DTR_EXPECTS(size_ % sizeof(T) == 0, "buffer of " + std::to_string(size_) +
                                                 " bytes is not a whole number of elements of " +
                                                 std::to_string(sizeof(T)) + " bytes");

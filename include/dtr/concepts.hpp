@@ -45,8 +45,8 @@ struct execute_body_archetype {
 } // namespace detail
 
 template <class B>
-concept backend = requires(B& b, typename B::pointer p, typename B::const_pointer cp,
-                           std::size_t n, detail::execute_body_archetype body) {
+concept backend = requires(B& b, typename B::pointer p, typename B::const_pointer cp, std::size_t n,
+                           detail::execute_body_archetype body) {
     typename B::pointer;
     typename B::const_pointer;
     requires std::regular<typename B::pointer>;
@@ -54,8 +54,9 @@ concept backend = requires(B& b, typename B::pointer p, typename B::const_pointe
     { p + n } -> std::convertible_to<typename B::pointer>;
     { cp + n } -> std::convertible_to<typename B::const_pointer>;
     { b.allocate(n) } -> std::same_as<typename B::pointer>;
-    { b.deallocate(p, n) } noexcept;
-    { b.copy(p, cp, n) };
+    { b.deallocate(p, n) }
+    noexcept;
+    {b.copy(p, cp, n)};
     { b.execute(body) } -> std::convertible_to<cost_t>;
     { b.execute(detail::execute_body_archetype{}) } -> std::convertible_to<cost_t>;
 };
@@ -74,13 +75,13 @@ concept backend = requires(B& b, typename B::pointer p, typename B::const_pointe
 //! Freeing every evictable block of a window must leave one free block covering it (the
 //! allocator coalesces), and allocate() must then succeed for a request that fits it.
 template <class B>
-concept reports_layout =
-    requires(const B& b, typename B::const_pointer p, void (*fn)(std::size_t, std::size_t, bool)) {
-        { b.has_layout() } -> std::convertible_to<bool>;
-        { b.layout_alignment() } -> std::convertible_to<std::size_t>;
-        { b.region_offset(p) } -> std::convertible_to<std::size_t>;
-        b.for_each_block(fn);
-    };
+concept reports_layout = requires(const B& b, typename B::const_pointer p,
+                                  void (*fn)(std::size_t, std::size_t, bool)) {
+    { b.has_layout() } -> std::convertible_to<bool>;
+    { b.layout_alignment() } -> std::convertible_to<std::size_t>;
+    { b.region_offset(p) } -> std::convertible_to<std::size_t>;
+    b.for_each_block(fn);
+};
 
 //! @brief What a heuristic receives besides the storage: the runtime clock, and two
 //! counters it increments: storage-metadata reads and writes (the paper's
@@ -136,21 +137,20 @@ concept has_storage_data = std::default_initializable<typename H::storage_data>;
 //! score of 0, as the DTR simulator does. The search strategies (dtr/search) wrap scoring
 //! policies.
 template <class H>
-concept scoring_heuristic =
-    has_storage_data<H> &&
+concept scoring_heuristic = has_storage_data<H> &&
     requires(H& h, const detail::storage_archetype<typename H::storage_data>& s,
              const heuristic_context& ctx) {
-        { h.score(s, ctx) } -> std::convertible_to<double>;
-    };
+    { h.score(s, ctx) } -> std::convertible_to<double>;
+};
 
 //! @brief An eviction policy that picks the victim itself from the evictable pool `Pool`
 //! (a range of storages; the runtime's is `runtime<B, H>::pool_type`), replacing the scan:
 //! `choose(pool, ctx)` returns a pointer to a member of the pool, or nullptr for none.
 template <class H, class Pool>
-concept choosing_heuristic =
-    has_storage_data<H> && requires(H& h, Pool& pool, const heuristic_context& ctx) {
-        { h.choose(pool, ctx) } -> std::convertible_to<typename Pool::value_type*>;
-    };
+concept choosing_heuristic = has_storage_data<H> &&
+    requires(H& h, Pool& pool, const heuristic_context& ctx) {
+    { h.choose(pool, ctx) } -> std::convertible_to<typename Pool::value_type*>;
+};
 
 namespace detail {
 
@@ -176,6 +176,6 @@ constexpr bool names_choose() {
 //! runtime is instantiated); optionally the event hooks of <dtr/hooks.hpp>. See
 //! docs/heuristics.md, "Write your own policy".
 template <class H>
-concept heuristic = scoring_heuristic<H> || (has_storage_data<H> && detail::names_choose<H>());
+concept heuristic = scoring_heuristic<H> ||(has_storage_data<H>&& detail::names_choose<H>());
 
 } // namespace dtr

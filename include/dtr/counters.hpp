@@ -26,35 +26,36 @@ struct counters {
     std::size_t resident_bytes = 0;       //!< gauge: bytes resident now
     std::size_t peak_resident_bytes = 0;  //!< gauge: highest resident_bytes so far
     std::uint64_t heuristic_evaluations = 0; //!< scores computed while choosing victims
-    std::uint64_t metadata_accesses = 0;  //!< storage metadata reads/writes by the heuristic
-    std::uint64_t victim_searches = 0;    //!< victim choices made
-    std::uint64_t victim_search_ns = 0;   //!< wall time spent choosing victims
-    cost_t compute_cost = 0;              //!< total cost of first executions
-    cost_t remat_cost = 0;                //!< total cost of rematerializations
+    std::uint64_t metadata_accesses = 0;     //!< storage metadata reads/writes by the heuristic
+    std::uint64_t victim_searches = 0;       //!< victim choices made
+    std::uint64_t victim_search_ns = 0;      //!< wall time spent choosing victims
+    cost_t compute_cost = 0;                 //!< total cost of first executions
+    cost_t remat_cost = 0;                   //!< total cost of rematerializations
     //! allocations the budget allowed that the backend refused at first (no block large enough)
     std::uint64_t fragmented_allocations = 0;
     //! storages evicted as part of a window (runtime_options::fragmentation = window)
     std::uint64_t window_evictions = 0;
     // ---- offload (runtime_options::offload; all 0 when it is off) ----
-    std::uint64_t offloads = 0;           //!< victims copied out to the host tier
-    std::uint64_t offloads_clean = 0;     //!< victims that already had a host copy: no out-copy
-    std::uint64_t constant_offloads = 0;  //!< of offloads + offloads_clean, constants
-    std::uint64_t copy_backs = 0;         //!< offloaded storages copied back to the device
-    std::uint64_t prefetches = 0;         //!< of copy_backs, issued before an operator needed them
-    std::uint64_t bytes_offloaded = 0;    //!< device -> host bytes
-    std::uint64_t bytes_copied_back = 0;  //!< host -> device bytes
-    std::size_t host_bytes = 0;           //!< gauge: bytes held in the host tier now
-    std::size_t peak_host_bytes = 0;      //!< gauge: highest host_bytes so far
-    cost_t transfer_cost = 0;             //!< modelled cost of every transfer issued (ns)
-    cost_t transfer_stall = 0;            //!< clock time spent waiting for transfers (ns)
+    std::uint64_t offloads = 0;          //!< victims copied out to the host tier
+    std::uint64_t offloads_clean = 0;    //!< victims that already had a host copy: no out-copy
+    std::uint64_t constant_offloads = 0; //!< of offloads + offloads_clean, constants
+    std::uint64_t copy_backs = 0;        //!< offloaded storages copied back to the device
+    std::uint64_t prefetches = 0;        //!< of copy_backs, issued before an operator needed them
+    std::uint64_t bytes_offloaded = 0;   //!< device -> host bytes
+    std::uint64_t bytes_copied_back = 0; //!< host -> device bytes
+    std::size_t host_bytes = 0;          //!< gauge: bytes held in the host tier now
+    std::size_t peak_host_bytes = 0;     //!< gauge: highest host_bytes so far
+    cost_t transfer_cost = 0;            //!< modelled cost of every transfer issued (ns)
+    cost_t transfer_stall = 0;           //!< clock time spent waiting for transfers (ns)
 };
 
 //! @brief Writes the counters as `name=value` pairs on one line (logs, test failures).
 inline std::ostream& operator<<(std::ostream& os, const counters& c) {
-    return os << "operators_run=" << c.operators_run << " rematerializations=" << c.rematerializations
-              << " evictions=" << c.evictions << " eager_evictions=" << c.eager_evictions
-              << " banishments=" << c.banishments << " storages_freed=" << c.storages_freed
-              << " allocations=" << c.allocations << " bytes_allocated=" << c.bytes_allocated
+    return os << "operators_run=" << c.operators_run
+              << " rematerializations=" << c.rematerializations << " evictions=" << c.evictions
+              << " eager_evictions=" << c.eager_evictions << " banishments=" << c.banishments
+              << " storages_freed=" << c.storages_freed << " allocations=" << c.allocations
+              << " bytes_allocated=" << c.bytes_allocated
               << " allocation_retries=" << c.allocation_retries
               << " resident_bytes=" << c.resident_bytes
               << " peak_resident_bytes=" << c.peak_resident_bytes
@@ -65,11 +66,12 @@ inline std::ostream& operator<<(std::ostream& os, const counters& c) {
               << " remat_cost=" << c.remat_cost
               << " fragmented_allocations=" << c.fragmented_allocations
               << " window_evictions=" << c.window_evictions << " offloads=" << c.offloads
-              << " offloads_clean=" << c.offloads_clean << " constant_offloads=" << c.constant_offloads
-              << " copy_backs=" << c.copy_backs << " prefetches=" << c.prefetches
-              << " bytes_offloaded=" << c.bytes_offloaded << " bytes_copied_back=" << c.bytes_copied_back
-              << " host_bytes=" << c.host_bytes << " peak_host_bytes=" << c.peak_host_bytes
-              << " transfer_cost=" << c.transfer_cost << " transfer_stall=" << c.transfer_stall;
+              << " offloads_clean=" << c.offloads_clean
+              << " constant_offloads=" << c.constant_offloads << " copy_backs=" << c.copy_backs
+              << " prefetches=" << c.prefetches << " bytes_offloaded=" << c.bytes_offloaded
+              << " bytes_copied_back=" << c.bytes_copied_back << " host_bytes=" << c.host_bytes
+              << " peak_host_bytes=" << c.peak_host_bytes << " transfer_cost=" << c.transfer_cost
+              << " transfer_stall=" << c.transfer_stall;
 }
 
 } // namespace dtr

@@ -38,17 +38,16 @@ class out_of_memory : public std::bad_alloc {
 public:
     //! Figures describing the failed request; all in bytes.
     struct details {
-        std::size_t requested = 0;      //!< the allocation that could not be made
-        std::size_t budget = 0;         //!< the runtime's budget at the time
-        std::size_t resident = 0;       //!< bytes resident when the request failed
-        std::size_t pinned = 0;         //!< resident bytes that could not be evicted
-        std::size_t pinned_storages = 0;//!< number of storages behind `pinned`
-        std::size_t largest_free = 0;   //!< largest contiguous free block (0: not tracked)
-        std::size_t free_total = 0;     //!< total free bytes in the backend (0: not tracked)
+        std::size_t requested = 0;       //!< the allocation that could not be made
+        std::size_t budget = 0;          //!< the runtime's budget at the time
+        std::size_t resident = 0;        //!< bytes resident when the request failed
+        std::size_t pinned = 0;          //!< resident bytes that could not be evicted
+        std::size_t pinned_storages = 0; //!< number of storages behind `pinned`
+        std::size_t largest_free = 0;    //!< largest contiguous free block (0: not tracked)
+        std::size_t free_total = 0;      //!< total free bytes in the backend (0: not tracked)
     };
 
-    out_of_memory(std::string message, details d)
-        : message_(std::move(message)), details_(d) {}
+    out_of_memory(std::string message, details d) : message_(std::move(message)), details_(d) {}
 
     [[nodiscard]] const char* what() const noexcept override { return message_.c_str(); }
     //! @brief The figures behind the message.
@@ -79,7 +78,8 @@ class parse_error : public std::runtime_error {
 public:
     //! @param source file name (or "<stream>"), @param line 1-based line number (0: unknown)
     parse_error(std::string source, std::size_t line, const std::string& problem)
-        : std::runtime_error(compose(source, line, problem)), source_(std::move(source)),
+        : std::runtime_error(compose(source, line, problem)),
+          source_(std::move(source)),
           line_(line) {}
 
     [[nodiscard]] const std::string& source() const noexcept { return source_; }
@@ -104,8 +104,7 @@ private:
 
 namespace detail {
 
-[[noreturn]] inline void throw_logic_error(const std::string& message, const char* file,
-                                           int line) {
+[[noreturn]] inline void throw_logic_error(const std::string& message, const char* file, int line) {
     std::string where = file;
     // Keep messages short: only the path below include/ (or the file name) matters.
     if (auto pos = where.rfind("include/"); pos != std::string::npos) where.erase(0, pos + 8);
@@ -125,8 +124,8 @@ namespace detail {
 //! @brief Checks a precondition of a public function; throws dtr::logic_error naming the
 //! problem and the location when it does not hold. `message` is any expression convertible
 //! to std::string and is evaluated only on failure.
-#define DTR_EXPECTS(cond, message)                                                          \
-    do {                                                                                    \
-        if (!(cond)) [[unlikely]]                                                           \
-            ::dtr::detail::throw_logic_error((message), __FILE__, __LINE__);                \
+#define DTR_EXPECTS(cond, message)                                           \
+    do {                                                                     \
+        if (!(cond)) [[unlikely]]                                            \
+            ::dtr::detail::throw_logic_error((message), __FILE__, __LINE__); \
     } while (false)

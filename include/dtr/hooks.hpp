@@ -30,14 +30,14 @@
 #include <type_traits>
 
 //! @brief X-macro over the hook names, in the order of dtr::hook_flag: X(on_create) ...
-#define DTR_HEURISTIC_HOOKS(X)                                                              \
-    X(on_create)                                                                           \
-    X(on_access)                                                                           \
-    X(on_evict)                                                                            \
-    X(on_rematerialize)                                                                    \
-    X(on_release)                                                                          \
-    X(on_destroy)                                                                          \
-    X(on_pool_insert)                                                                      \
+#define DTR_HEURISTIC_HOOKS(X) \
+    X(on_create)               \
+    X(on_access)               \
+    X(on_evict)                \
+    X(on_rematerialize)        \
+    X(on_release)              \
+    X(on_destroy)              \
+    X(on_pool_insert)          \
     X(on_pool_erase)
 
 namespace dtr {
@@ -77,31 +77,32 @@ namespace hook {
 //! `named` asks whether naming the member through a class that also inherits a data member
 //! of that name is ambiguous: it is exactly when H has a member of that name, function
 //! template or not. Final classes cannot be probed and count as unnamed.
-#define DTR_HOOK_TAG(hook_name)                                                             \
-    struct hook_name##_t {                                                                 \
-        static constexpr const char* name = #hook_name;                                    \
-        static constexpr hook_flag flag = hook_flag::hook_name;                            \
-        struct probe {                                                                     \
-            int hook_name;                                                                 \
-        };                                                                                 \
-        template <class H>                                                                 \
-        struct probe_derived : H, probe {};                                                \
-        template <class H>                                                                 \
-        static constexpr bool named_impl() {                                               \
-            if constexpr (!std::is_class_v<H> || std::is_final_v<H>)                       \
-                return false;                                                              \
-            else                                                                           \
-                return !requires { &probe_derived<H>::hook_name; };                        \
-        }                                                                                  \
-        template <class H>                                                                 \
-        static constexpr bool named = named_impl<H>();                                     \
-        template <class H, class S>                                                        \
-        static constexpr bool callable =                                                   \
-            requires(H& h, S& s, const heuristic_context& c) { h.hook_name(s, c); };       \
-        template <class H, class S>                                                        \
-        static void invoke(H& h, S& s, const heuristic_context& c) {                       \
-            if constexpr (callable<H, S>) h.hook_name(s, c);                               \
-        }                                                                                  \
+#define DTR_HOOK_TAG(hook_name)                                                              \
+    struct hook_name##_t {                                                                   \
+        static constexpr const char* name = #hook_name;                                      \
+        static constexpr hook_flag flag = hook_flag::hook_name;                              \
+        struct probe {                                                                       \
+            int hook_name;                                                                   \
+        };                                                                                   \
+        template <class H>                                                                   \
+        struct probe_derived : H, probe {};                                                  \
+        template <class H>                                                                   \
+        static constexpr bool named_impl() {                                                 \
+            if constexpr (!std::is_class_v<H> || std::is_final_v<H>)                         \
+                return false;                                                                \
+            else                                                                             \
+                return !requires { &probe_derived<H>::hook_name; };                          \
+        }                                                                                    \
+        template <class H>                                                                   \
+        static constexpr bool named = named_impl<H>();                                       \
+        template <class H, class S>                                                          \
+        static constexpr bool callable = requires(H & h, S& s, const heuristic_context& c) { \
+            h.hook_name(s, c);                                                               \
+        };                                                                                   \
+        template <class H, class S>                                                          \
+        static void invoke(H& h, S& s, const heuristic_context& c) {                         \
+            if constexpr (callable<H, S>) h.hook_name(s, c);                                 \
+        }                                                                                    \
     };
 DTR_HEURISTIC_HOOKS(DTR_HOOK_TAG)
 #undef DTR_HOOK_TAG
@@ -124,9 +125,10 @@ constexpr hook_set declared_hooks() {
 //! declares in `H::hooks` exists.
 template <class H, class S>
 inline constexpr bool hooks_well_formed =
-#define DTR_HOOK_OK(name)                                                                   \
-    (!hook::name##_t::named<H> || hook::name##_t::callable<H, S>) &&                       \
-        (!detail::declared_hooks<H>().contains(hook_flag::name) || hook::name##_t::callable<H, S>) &&
+#define DTR_HOOK_OK(name)                                                                        \
+    (!hook::name##_t::named<H> ||                                                                \
+     hook::name##_t::callable<H, S>)&&(!detail::declared_hooks<H>().contains(hook_flag::name) || \
+                                       hook::name##_t::callable<H, S>)&&
     DTR_HEURISTIC_HOOKS(DTR_HOOK_OK) true;
 #undef DTR_HOOK_OK
 
@@ -136,15 +138,16 @@ namespace detail {
 //! the runtime with its storage type.
 template <class H, class S>
 struct check_hooks {
-#define DTR_HOOK_ASSERT(name)                                                               \
-    static_assert(!hook::name##_t::named<H> || hook::name##_t::callable<H, S>,             \
-                  "dtr: the heuristic has a member named " #name " that cannot be called as " \
-                  #name "(storage&, const dtr::heuristic_context&), so the runtime would "  \
-                  "never call it; fix its signature (see dtr/hooks.hpp)");                  \
-    static_assert(!declared_hooks<H>().contains(hook_flag::name) ||                        \
-                      hook::name##_t::callable<H, S>,                                      \
-                  "dtr: the heuristic lists " #name " in its `hooks` but has no member "     \
-                  #name "(storage&, const dtr::heuristic_context&) (misspelled?)");
+#define DTR_HOOK_ASSERT(name)                                                             \
+    static_assert(!hook::name##_t::named<H> || hook::name##_t::callable<H, S>,            \
+                  "dtr: the heuristic has a member named " #name                          \
+                  " that cannot be called as " #name                                      \
+                  "(storage&, const dtr::heuristic_context&), so the runtime would "      \
+                  "never call it; fix its signature (see dtr/hooks.hpp)");                \
+    static_assert(                                                                        \
+        !declared_hooks<H>().contains(hook_flag::name) || hook::name##_t::callable<H, S>, \
+        "dtr: the heuristic lists " #name " in its `hooks` but has no member " #name      \
+        "(storage&, const dtr::heuristic_context&) (misspelled?)");
     DTR_HEURISTIC_HOOKS(DTR_HOOK_ASSERT)
 #undef DTR_HOOK_ASSERT
     static constexpr bool value = true;

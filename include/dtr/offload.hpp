@@ -70,19 +70,19 @@ struct copy_out_result {
 //! copy_out and copy_in may throw (the tier's memory, a device error): the runtime then drops
 //! the victim instead, or fails the read with nothing lost.
 template <class B>
-concept offloading_backend =
-    backend<B> && std::default_initializable<typename B::host_copy> &&
+concept offloading_backend = backend<B> && std::default_initializable<typename B::host_copy> &&
     std::movable<typename B::host_copy> &&
     requires(B& b, const B& cb, typename B::pointer p, typename B::const_pointer cp,
              typename B::host_copy& h, std::size_t n, cost_t now) {
-        { cb.has_host_tier() } -> std::convertible_to<bool>;
-        { cb.host_room(n) } -> std::convertible_to<bool>;
-        { cb.transfer_cost(n) } -> std::convertible_to<cost_t>;
-        { cb.transfers_overlap() } -> std::convertible_to<bool>;
-        { b.copy_out(cp, n, now) } -> std::same_as<copy_out_result<typename B::host_copy>>;
-        { b.copy_in(p, std::as_const(h), n, now) } -> std::convertible_to<cost_t>;
-        { b.free_host(h, n) } noexcept;
-    };
+    { cb.has_host_tier() } -> std::convertible_to<bool>;
+    { cb.host_room(n) } -> std::convertible_to<bool>;
+    { cb.transfer_cost(n) } -> std::convertible_to<cost_t>;
+    { cb.transfers_overlap() } -> std::convertible_to<bool>;
+    { b.copy_out(cp, n, now) } -> std::same_as<copy_out_result<typename B::host_copy>>;
+    { b.copy_in(p, std::as_const(h), n, now) } -> std::convertible_to<cost_t>;
+    { b.free_host(h, n) }
+    noexcept;
+};
 
 //! @brief The bookkeeping a simulated or host tier shares: the bytes it holds against its
 //! capacity, and one copy stream on which transfers run one after another (a PCIe link
@@ -97,7 +97,9 @@ public:
     [[nodiscard]] bool room(std::size_t bytes) const noexcept {
         return enabled_ && bytes <= options_.capacity - std::min(used_, options_.capacity);
     }
-    [[nodiscard]] cost_t cost(std::size_t bytes) const noexcept { return options_.transfer.cost(bytes); }
+    [[nodiscard]] cost_t cost(std::size_t bytes) const noexcept {
+        return options_.transfer.cost(bytes);
+    }
     //! @brief Issues a transfer of `bytes` at `now` whose data is ready at `after`; returns
     //! when it finishes. The stream is busy until then.
     cost_t issue(std::size_t bytes, cost_t now, cost_t after = 0) noexcept {
@@ -132,7 +134,9 @@ class host_tier_holder {
 public:
     [[nodiscard]] bool has_host_tier() const noexcept { return tier_.enabled(); }
     [[nodiscard]] bool host_room(std::size_t bytes) const noexcept { return tier_.room(bytes); }
-    [[nodiscard]] cost_t transfer_cost(std::size_t bytes) const noexcept { return tier_.cost(bytes); }
+    [[nodiscard]] cost_t transfer_cost(std::size_t bytes) const noexcept {
+        return tier_.cost(bytes);
+    }
     [[nodiscard]] bool transfers_overlap() const noexcept { return tier_.options().overlap; }
     //! @brief The tier's bookkeeping (bytes held, transfers, the copy stream).
     [[nodiscard]] const host_tier& tier() const noexcept { return tier_; }
@@ -175,13 +179,16 @@ template <class Storage, std::size_t max_visits = 64>
 //!   charged in full: eviction happens when an allocation needs the bytes now, so the block
 //!   is reused as soon as the out-copy finishes and compute waits for it.
 template <class B, class Storage>
-[[nodiscard]] bool offload_decision(const B& b, offload_policy policy, const Storage& s, bool has_copy) noexcept {
+[[nodiscard]] bool offload_decision(const B& b, offload_policy policy, const Storage& s,
+                                    bool has_copy) noexcept {
     if constexpr (!offloading_backend<B>) {
         return false;
     } else {
         if (policy == offload_policy::off || !b.has_host_tier()) return false;
         const std::size_t bytes = s.size();
-        if (has_copy) return policy == offload_policy::always || b.transfer_cost(bytes) < recompute_estimate(s);
+        if (has_copy)
+            return policy == offload_policy::always ||
+                   b.transfer_cost(bytes) < recompute_estimate(s);
         if (!b.host_room(bytes)) return false;
         if (policy == offload_policy::always) return true;
         return 2 * b.transfer_cost(bytes) < recompute_estimate(s);
@@ -195,7 +202,8 @@ template <class B, class Storage>
 //! cost term by the cheaper of recomputing and transferring; 1 when off, without a tier, or
 //! when the tier has no room.
 template <class B, class Storage>
-[[nodiscard]] double offload_score_factor(const B& b, offload_policy policy, const Storage& s, bool has_copy) noexcept {
+[[nodiscard]] double offload_score_factor(const B& b, offload_policy policy, const Storage& s,
+                                          bool has_copy) noexcept {
     if constexpr (!offloading_backend<B>) {
         return 1.0;
     } else {

@@ -59,7 +59,10 @@ public:
     op_context(Backend& backend, detail::executor<Backend>& exec,
                std::span<const detail::input_binding<Backend>> inputs, std::size_t outputs,
                bool rematerializing) noexcept
-        : backend_(&backend), exec_(&exec), inputs_(inputs), outputs_(outputs),
+        : backend_(&backend),
+          exec_(&exec),
+          inputs_(inputs),
+          outputs_(outputs),
           rematerializing_(rematerializing) {}
 
     //! @brief Number of inputs of this call.

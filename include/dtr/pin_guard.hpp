@@ -32,13 +32,15 @@ namespace dtr {
 template <class Runtime, bool Writable>
 class basic_pin_guard {
 public:
-    using pointer = std::conditional_t<Writable, typename Runtime::pointer,
-                                       typename Runtime::const_pointer>;
+    using pointer =
+        std::conditional_t<Writable, typename Runtime::pointer, typename Runtime::const_pointer>;
 
     //! @brief Effects: takes over `other`'s pin; `other` becomes inactive.
     basic_pin_guard(basic_pin_guard&& other) noexcept
-        : runtime_(std::exchange(other.runtime_, nullptr)), handle_(std::move(other.handle_)),
-          storage_(std::exchange(other.storage_, nullptr)), view_(other.view_) {}
+        : runtime_(std::exchange(other.runtime_, nullptr)),
+          handle_(std::move(other.handle_)),
+          storage_(std::exchange(other.storage_, nullptr)),
+          view_(other.view_) {}
     //! @brief Effects: releases this guard's pin (as reset()), then takes over `other`'s.
     basic_pin_guard& operator=(basic_pin_guard&& other) noexcept {
         if (this != &other) {
@@ -101,8 +103,8 @@ private:
         : runtime_(&rt), handle_(std::move(handle)), storage_(storage), view_(view) {}
 
     Runtime* runtime_;
-    tensor handle_;                     //!< keeps the tensor alive; tells an orphan
-    detail::storage_header* storage_;   //!< the version pinned, whatever the handle names now
+    tensor handle_;                   //!< keeps the tensor alive; tells an orphan
+    detail::storage_header* storage_; //!< the version pinned, whatever the handle names now
     buffer_view<pointer> view_;
 };
 

@@ -24,6 +24,15 @@
 #include <dtr/concepts.hpp>
 #include <dtr/counters.hpp>
 #include <dtr/deferred_cost.hpp>
+#include <dtr/detail/budgeted_memory.hpp>
+#include <dtr/detail/cost_queue.hpp>
+#include <dtr/detail/dependency_graph.hpp>
+#include <dtr/detail/evictable_pool.hpp>
+#include <dtr/detail/execution.hpp>
+#include <dtr/detail/invariants.hpp>
+#include <dtr/detail/offloader.hpp>
+#include <dtr/detail/release_queue.hpp>
+#include <dtr/detail/rematerializer.hpp>
 #include <dtr/error.hpp>
 #include <dtr/heuristic/dtr_eqclass.hpp>
 #include <dtr/hooks.hpp>
@@ -33,15 +42,6 @@
 #include <dtr/options.hpp>
 #include <dtr/pin_guard.hpp>
 #include <dtr/tensor.hpp>
-#include <dtr/detail/budgeted_memory.hpp>
-#include <dtr/detail/cost_queue.hpp>
-#include <dtr/detail/dependency_graph.hpp>
-#include <dtr/detail/evictable_pool.hpp>
-#include <dtr/detail/execution.hpp>
-#include <dtr/detail/invariants.hpp>
-#include <dtr/detail/offloader.hpp>
-#include <dtr/detail/rematerializer.hpp>
-#include <dtr/detail/release_queue.hpp>
 
 #include <array>
 #include <chrono>
@@ -173,8 +173,8 @@ public:
     template <std::size_t N, class Op>
     std::array<tensor, N> call(Op&& op, std::initializer_list<tensor> inputs,
                                call_options options = {}) {
-        return call<N>(std::forward<Op>(op),
-                       std::span<const tensor>(inputs.begin(), inputs.size()), std::move(options));
+        return call<N>(std::forward<Op>(op), std::span<const tensor>(inputs.begin(), inputs.size()),
+                       std::move(options));
     }
 
     //! @brief Runs an operator whose number of outputs is known only at run time.
@@ -404,7 +404,8 @@ private:
                    const call_options& options, tensor* results);
     void check_call(std::span<const tensor> inputs, std::size_t outputs) const;
     void plan_mutation(std::span<const tensor> inputs, const call_options& options,
-                       std::vector<storage_t*>& storages, std::vector<detail::tensor_node*>& nodes) const;
+                       std::vector<storage_t*>& storages,
+                       std::vector<detail::tensor_node*>& nodes) const;
 
     // ---- pins and uses (shared by the collaborators) --------------------------------------
     void pin(storage_t* s) noexcept {
@@ -437,10 +438,10 @@ private:
     heuristic_context hctx() noexcept {
         return {clock_, &counters_.metadata_accesses, &counters_.heuristic_evaluations};
     }
-#define DTR_DEFINE_HOOK(name)                                                               \
-    void hook_##name(storage_t& s) noexcept {                                               \
-        if constexpr (hook::name##_t::callable<Heuristic, storage_type>)                    \
-            hook::name##_t::invoke(heuristic_, s.view(), hctx());                           \
+#define DTR_DEFINE_HOOK(name)                                            \
+    void hook_##name(storage_t& s) noexcept {                            \
+        if constexpr (hook::name##_t::callable<Heuristic, storage_type>) \
+            hook::name##_t::invoke(heuristic_, s.view(), hctx());        \
     }
     DTR_HEURISTIC_HOOKS(DTR_DEFINE_HOOK)
 #undef DTR_DEFINE_HOOK
@@ -492,16 +493,18 @@ void runtime<B, H>::call_impl(Op&& op, std::span<const tensor> inputs, std::size
 
     busy_scope busy(*this);
     reserve_tensor_nodes(outputs); // handing out the outputs after the run cannot fail
-    std::unique_ptr<op_t> record = exec_.record(std::forward<Op>(op), inputs, outputs, options, mutated_storages);
+    std::unique_ptr<op_t> record =
+        exec_.record(std::forward<Op>(op), inputs, outputs, options, mutated_storages);
     touch_inputs(*record);
-    remat_.secure_inputs(*record);            // pinned, evicted ones recomputed
-    exec_.run(*record, false, options.cost);  // on failure: buffers freed, inputs unpinned
+    remat_.secure_inputs(*record);           // pinned, evicted ones recomputed
+    exec_.run(*record, false, options.cost); // on failure: buffers freed, inputs unpinned
     exec_.commit(std::move(record), results, mutated_nodes);
 }
 
 template <class B, class H>
 void runtime<B, H>::check_call(std::span<const tensor> inputs, std::size_t outputs) const {
-    DTR_EXPECTS(!in_operator_, "call() from inside an operator (operators must not call the runtime)");
+    DTR_EXPECTS(!in_operator_,
+                "call() from inside an operator (operators must not call the runtime)");
     DTR_EXPECTS(inputs.size() < std::numeric_limits<std::uint32_t>::max() &&
                     outputs < std::numeric_limits<std::uint32_t>::max(),
                 "too many inputs or outputs for one call");
@@ -511,7 +514,8 @@ void runtime<B, H>::check_call(std::span<const tensor> inputs, std::size_t outpu
             node_of(inputs[i], ("call input " + std::to_string(i)).c_str());
         const auto* s = static_cast<const storage_t*>(n->storage);
         DTR_EXPECTS(s->write_guards == 0,
-                    "call input " + std::to_string(i) + ": constant storage #" + std::to_string(s->sid) +
+                    "call input " + std::to_string(i) + ": constant storage #" +
+                        std::to_string(s->sid) +
                         " has a live write guard from pin_for_write(); release the guard before an "
                         "operator reads the constant (bytes written after an operator read them "
                         "would make its recomputation disagree with its first run)");
@@ -574,7 +578,8 @@ detail::tensor_node* runtime<B, H>::node_of(const tensor& t, const char* what) c
     DTR_EXPECTS(n != nullptr, std::string(what) +
                                   ": empty tensor handle (default-constructed, moved-from "
                                   "or reset)");
-    DTR_EXPECTS(n->owner != nullptr, std::string(what) + ": the tensor's runtime has been destroyed");
+    DTR_EXPECTS(n->owner != nullptr,
+                std::string(what) + ": the tensor's runtime has been destroyed");
     DTR_EXPECTS(n->owner == static_cast<const detail::runtime_base*>(this),
                 std::string(what) + ": the tensor belongs to another runtime");
     return n;
@@ -583,8 +588,9 @@ detail::tensor_node* runtime<B, H>::node_of(const tensor& t, const char* what) c
 template <class B, class H>
 tensor runtime<B, H>::view(const tensor& t, std::size_t offset, std::size_t length) {
     detail::tensor_node* n = node_of(t, "view");
-    DTR_EXPECTS(!in_operator_, "view() called from inside an operator (operators must not call the "
-                               "runtime; make the output a view with ctx.alias())");
+    DTR_EXPECTS(!in_operator_,
+                "view() called from inside an operator (operators must not call the "
+                "runtime; make the output a view with ctx.alias())");
     DTR_EXPECTS(offset <= n->length && length <= n->length - offset,
                 "view [" + std::to_string(offset) + ", +" + std::to_string(length) +
                     ") exceeds a tensor of " + std::to_string(n->length) + " bytes");
@@ -603,8 +609,8 @@ basic_pin_guard<runtime<B, H>, Writable> runtime<B, H>::pin_impl(const tensor& t
                         " is computed by an operator; writing it would make recomputation "
                         "disagree with it (update values with mutate())");
         DTR_EXPECTS(s->consumers.empty(),
-                    "pin_for_write: constant storage #" + std::to_string(s->sid) + " is already read by " +
-                        std::to_string(s->consumers.size()) +
+                    "pin_for_write: constant storage #" + std::to_string(s->sid) +
+                        " is already read by " + std::to_string(s->consumers.size()) +
                         " operator record(s) that may recompute from its current bytes "
                         "(update it with mutate())");
     }

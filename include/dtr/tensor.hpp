@@ -116,13 +116,16 @@ public:
     //! @brief Returns: the byte offset of the tensor's view within its storage.
     //! Throws: dtr::logic_error on an empty handle.
     [[nodiscard]] std::size_t offset() const {
-        DTR_EXPECTS(node_ != nullptr, "offset() of an empty tensor handle (released or moved-from)");
+        DTR_EXPECTS(node_ != nullptr,
+                    "offset() of an empty tensor handle (released or moved-from)");
         return node_->offset;
     }
 
     //! @brief Returns: whether the handle refers to a tensor whose runtime has been
     //! destroyed (such a handle can only be destroyed or reset).
-    [[nodiscard]] bool orphaned() const noexcept { return node_ != nullptr && node_->owner == nullptr; }
+    [[nodiscard]] bool orphaned() const noexcept {
+        return node_ != nullptr && node_->owner == nullptr;
+    }
 
     //! @brief Returns: the number of handles sharing this tensor, 0 for an empty handle
     //! (diagnostics and tests).

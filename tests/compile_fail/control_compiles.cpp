@@ -13,7 +13,9 @@ struct counting_policy {
         return static_cast<double>(s.size());
     }
     template <class S>
-    void on_evict(S&, const dtr::heuristic_context&) { ++evictions; }
+    void on_evict(S&, const dtr::heuristic_context&) {
+        ++evictions;
+    }
 };
 
 int main() {

@@ -2,9 +2,8 @@
 // doctest runner for tests that need a CUDA device: without a usable one the executable
 // exits 77, which Meson reports as SKIP (the machine cannot run them; nothing failed).
 #define DOCTEST_CONFIG_IMPLEMENT
-#include <doctest/doctest.h>
-
 #include <cuda_runtime_api.h>
+#include <doctest/doctest.h>
 
 #include <cstdio>
 
@@ -15,8 +14,9 @@ int main(int argc, char** argv) {
     // creating the context is the real check.
     if (status == cudaSuccess && devices > 0) status = cudaFree(nullptr);
     if (status != cudaSuccess || devices == 0) {
-        std::printf("SKIP: no usable CUDA device (%s)\n",
-                    status != cudaSuccess ? cudaGetErrorString(status) : "cudaGetDeviceCount found none");
+        std::printf("SKIP: no usable CUDA device (%s)\n", status != cudaSuccess
+                                                              ? cudaGetErrorString(status)
+                                                              : "cudaGetDeviceCount found none");
         return 77;
     }
     cudaDeviceProp prop{};

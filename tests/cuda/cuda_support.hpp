@@ -11,12 +11,12 @@
 #include <string>
 
 //! Throws std::runtime_error naming the cuBLAS status and the call.
-#define DTR_TEST_CUBLAS(call)                                                                \
-    do {                                                                                     \
-        const cublasStatus_t dtr_blas_status_ = (call);                                      \
-        if (dtr_blas_status_ != CUBLAS_STATUS_SUCCESS)                                       \
-            throw std::runtime_error(std::string("cuBLAS ") +                                \
-                                     cublasGetStatusName(dtr_blas_status_) + " in " #call);  \
+#define DTR_TEST_CUBLAS(call)                                                               \
+    do {                                                                                    \
+        const cublasStatus_t dtr_blas_status_ = (call);                                     \
+        if (dtr_blas_status_ != CUBLAS_STATUS_SUCCESS)                                      \
+            throw std::runtime_error(std::string("cuBLAS ") +                               \
+                                     cublasGetStatusName(dtr_blas_status_) + " in " #call); \
     } while (false)
 
 namespace dtr_cuda_test {

@@ -48,10 +48,14 @@ int next_random() {
 }
 
 double now_ms() {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    return std::chrono::duration<double, std::milli>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
 }
 
-bool capturing(cudaStream_t s) { return s != nullptr && reinterpret_cast<fake_stream*>(s)->capturing; }
+bool capturing(cudaStream_t s) {
+    return s != nullptr && reinterpret_cast<fake_stream*>(s)->capturing;
+}
 
 fake_event& event(cudaEvent_t e) {
     if (live_events.count(e) == 0) {
@@ -84,13 +88,20 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int) {
 }
 const char* cudaGetErrorName(cudaError_t e) {
     switch (e) {
-    case cudaSuccess: return "cudaSuccess";
-    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
-    case cudaErrorNotReady: return "cudaErrorNotReady";
-    case cudaErrorInvalidDeviceFunction: return "cudaErrorInvalidDeviceFunction";
-    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
-    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
-    default: return "cudaError (emulated)";
+        case cudaSuccess:
+            return "cudaSuccess";
+        case cudaErrorMemoryAllocation:
+            return "cudaErrorMemoryAllocation";
+        case cudaErrorNotReady:
+            return "cudaErrorNotReady";
+        case cudaErrorInvalidDeviceFunction:
+            return "cudaErrorInvalidDeviceFunction";
+        case cudaErrorStreamCaptureUnsupported:
+            return "cudaErrorStreamCaptureUnsupported";
+        case cudaErrorStreamCaptureInvalidated:
+            return "cudaErrorStreamCaptureInvalidated";
+        default:
+            return "cudaError (emulated)";
     }
 }
 const char* cudaGetErrorString(cudaError_t) { return "emulated error"; }
@@ -122,7 +133,8 @@ cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
     *free = *total = std::size_t{1} << 30;
     return cudaSuccess;
 }
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t s) {
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind,
+                            cudaStream_t s) {
     if (capturing(s)) return fail(cudaErrorStreamCaptureUnsupported);
     std::memmove(dst, src, bytes);
     return cudaSuccess;
@@ -216,25 +228,35 @@ cublasStatus_t cublasDestroy_v2(cublasHandle_t h) {
 }
 const char* cublasGetStatusName(cublasStatus_t) { return "CUBLAS_STATUS (emulated)"; }
 cublasStatus_t cublasSetStream_v2(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
-cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t, cublasPointerMode_t) { return CUBLAS_STATUS_SUCCESS; }
-cublasStatus_t cublasSetAtomicsMode(cublasHandle_t, cublasAtomicsMode_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t, cublasPointerMode_t) {
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetAtomicsMode(cublasHandle_t, cublasAtomicsMode_t) {
+    return CUBLAS_STATUS_SUCCESS;
+}
 cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
-cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t, void*, size_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t, void*, size_t) {
+    return CUBLAS_STATUS_SUCCESS;
+}
 
 //! C = alpha op(A) op(B) + beta C, column-major, summing k in order (the example's GEMMs).
-cublasStatus_t cublasSgemm_v2(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                              const float* alpha, const float* a, int lda, const float* b, int ldb, const float* beta,
-                              float* c, int ldc) {
+cublasStatus_t cublasSgemm_v2(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m,
+                              int n, int k, const float* alpha, const float* a, int lda,
+                              const float* b, int ldb, const float* beta, float* c, int ldc) {
     if (m < 0 || n < 0 || k < 0) return CUBLAS_STATUS_INVALID_VALUE;
     const auto at = [&](const float* x, int ld, bool transposed, int row, int col) {
-        return transposed ? x[static_cast<std::size_t>(row) * static_cast<std::size_t>(ld) + static_cast<std::size_t>(col)]
-                          : x[static_cast<std::size_t>(col) * static_cast<std::size_t>(ld) + static_cast<std::size_t>(row)];
+        return transposed ? x[static_cast<std::size_t>(row) * static_cast<std::size_t>(ld) +
+                              static_cast<std::size_t>(col)]
+                          : x[static_cast<std::size_t>(col) * static_cast<std::size_t>(ld) +
+                              static_cast<std::size_t>(row)];
     };
     for (int j = 0; j < n; ++j)
         for (int i = 0; i < m; ++i) {
             float sum = 0.0F;
-            for (int p = 0; p < k; ++p) sum += at(a, lda, ta != CUBLAS_OP_N, i, p) * at(b, ldb, tb != CUBLAS_OP_N, p, j);
-            float& out = c[static_cast<std::size_t>(j) * static_cast<std::size_t>(ldc) + static_cast<std::size_t>(i)];
+            for (int p = 0; p < k; ++p)
+                sum += at(a, lda, ta != CUBLAS_OP_N, i, p) * at(b, ldb, tb != CUBLAS_OP_N, p, j);
+            float& out = c[static_cast<std::size_t>(j) * static_cast<std::size_t>(ldc) +
+                           static_cast<std::size_t>(i)];
             out = *alpha * sum + (*beta == 0.0F ? 0.0F : *beta * out);
         }
     return CUBLAS_STATUS_SUCCESS;
@@ -243,8 +265,8 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t, cublasOperation_t ta, cublasOperat
 //! C = alpha * A + beta * B for column vectors (n == 1, no transposes): all the tests need.
 //! Element-wise, so C may be A or B (cuBLAS's in-place mode).
 cublasStatus_t cublasSgeam(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
-                           const float* alpha, const float* a, int lda, const float* beta, const float* b, int ldb,
-                           float* c, int ldc) {
+                           const float* alpha, const float* a, int lda, const float* beta,
+                           const float* b, int ldb, float* c, int ldc) {
     if (ta != CUBLAS_OP_N || tb != CUBLAS_OP_N || n != 1 || lda < m || ldb < m || ldc < m)
         return CUBLAS_STATUS_INVALID_VALUE;
     for (int i = 0; i < m; ++i) c[i] = *alpha * a[i] + *beta * b[i];

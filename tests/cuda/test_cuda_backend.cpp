@@ -54,8 +54,9 @@ struct combine_op {
         if (n == 0) return;
         if constexpr (on_device<Ctx>) {
             const int m = static_cast<int>(n);
-            DTR_TEST_CUBLAS(cublasSgeam(blas, CUBLAS_OP_N, CUBLAS_OP_N, m, 1, &alpha, x.data().template as<float>(), m,
-                                        &beta, y.data().template as<float>(), m, out.data().template as<float>(), m));
+            DTR_TEST_CUBLAS(cublasSgeam(
+                blas, CUBLAS_OP_N, CUBLAS_OP_N, m, 1, &alpha, x.data().template as<float>(), m,
+                &beta, y.data().template as<float>(), m, out.data().template as<float>(), m));
         } else {
             const auto xs = x.template as<float>();
             const auto ys = y.template as<float>();
@@ -77,7 +78,8 @@ struct extend_op {
             const cudaStream_t s = ctx.backend().stream();
             if (count != 0) DTR_CUDA_TRY(cudaMemsetAsync(out.data().get(), 0, count * 4, s));
             if (kept != 0)
-                DTR_CUDA_TRY(cudaMemcpyAsync(out.data().get(), x.data().get(), kept, cudaMemcpyDeviceToDevice, s));
+                DTR_CUDA_TRY(cudaMemcpyAsync(out.data().get(), x.data().get(), kept,
+                                             cudaMemcpyDeviceToDevice, s));
         } else {
             if (count != 0) std::memset(out.data(), 0, count * 4);
             if (kept != 0) std::memcpy(out.data(), x.data(), kept);
@@ -146,11 +148,15 @@ struct program_result {
 //! Generated from the seed and the tensors' sizes only, so every run executes the same
 //! program whatever the backend and budget.
 template <class Runtime>
-program_result run_program(Runtime& rt, std::uint64_t seed, std::size_t steps, cublasHandle_t blas) {
+program_result run_program(Runtime& rt, std::uint64_t seed, std::size_t steps,
+                           cublasHandle_t blas) {
     std::mt19937_64 rng(seed);
-    auto pick = [&](std::size_t lo, std::size_t hi) { return std::uniform_int_distribution<std::size_t>(lo, hi)(rng); };
+    auto pick = [&](std::size_t lo, std::size_t hi) {
+        return std::uniform_int_distribution<std::size_t>(lo, hi)(rng);
+    };
     static constexpr std::size_t sizes[] = {1, 64, 300, 1024, 4000, 12000};
-    static constexpr float factors[][2] = {{1, -1}, {0.5F, 0.5F}, {1, 0.5F}, {-0.5F, 1}, {0.5F, -1}};
+    static constexpr float factors[][2] = {
+        {1, -1}, {0.5F, 0.5F}, {1, 0.5F}, {-0.5F, 1}, {0.5F, -1}};
     // Each live tensor with the storage lineage it views: an in-place update must not read a
     // shifted view of the storage it writes (on the device that is a race; the host's loop
     // order would hide it).
@@ -170,7 +176,8 @@ program_result run_program(Runtime& rt, std::uint64_t seed, std::size_t steps, c
             live.push_back({upload(rt, v), lineages++});
         } else if (kind < 45) {
             const auto& f = factors[pick(0, 4)];
-            const std::size_t count = pick(0, 3) == 0 ? sizes[pick(0, 5)] : static_cast<std::size_t>(-1);
+            const std::size_t count =
+                pick(0, 3) == 0 ? sizes[pick(0, 5)] : static_cast<std::size_t>(-1);
             const tensor x = any().t, y = any().t;
             live.push_back({rt.call(combine_op{f[0], f[1], count, blas}, {x, y}), lineages++});
         } else if (kind < 55) {
@@ -191,7 +198,8 @@ program_result run_program(Runtime& rt, std::uint64_t seed, std::size_t steps, c
         } else {
             rt.evict(any().t);
         }
-        if (rt.resident_bytes() > rt.budget()) throw std::runtime_error("resident bytes exceed the budget");
+        if (rt.resident_bytes() > rt.budget())
+            throw std::runtime_error("resident bytes exceed the budget");
         if (step % 16 == 0) rt.check_invariants();
     }
     for (const named& n : live) r.reads.push_back(bits_of(rt, n.t));
@@ -212,13 +220,14 @@ program_result host_reference(std::uint64_t seed, std::size_t steps) {
 
 //! The program on the device in a region of `region` bytes (the budget too), growing the
 //! region by a quarter while a step cannot fit at all.
-program_result device_run(std::uint64_t seed, std::size_t steps, std::size_t& region, cudaStream_t stream,
-                          cublasHandle_t blas, dtr::cuda_backend_options options = {},
+program_result device_run(std::uint64_t seed, std::size_t steps, std::size_t& region,
+                          cudaStream_t stream, cublasHandle_t blas,
+                          dtr::cuda_backend_options options = {},
                           dtr::offload_policy offload = dtr::offload_policy::off) {
     for (int attempt = 0;; ++attempt) {
         try {
-            dtr::runtime<dtr::cuda_backend, dtr::heuristics::dtr_local> rt({.budget = region, .offload = offload},
-                                                                          dtr::cuda_backend(region, stream, options));
+            dtr::runtime<dtr::cuda_backend, dtr::heuristics::dtr_local> rt(
+                {.budget = region, .offload = offload}, dtr::cuda_backend(region, stream, options));
             program_result r = run_program(rt, seed, steps, blas);
             rt.settle_costs();
             CHECK(rt.backend().measurements_in_flight() == 0);
@@ -275,13 +284,14 @@ TEST_CASE("fragmentation on the device: evict until a contiguous block exists, o
     stream_guard stream;
     blas_guard blas(stream.get());
     constexpr std::size_t block = 4096; // 1024 floats
-    dtr::runtime<dtr::cuda_backend, dtr::heuristics::lru> rt({.budget = 4 * block},
-                                                             dtr::cuda_backend(4 * block, stream.get()));
+    dtr::runtime<dtr::cuda_backend, dtr::heuristics::lru> rt(
+        {.budget = 4 * block}, dtr::cuda_backend(4 * block, stream.get()));
     std::vector<float> ones(1024, 1.0F);
     tensor w = upload(rt, ones);
-    tensor a = rt.call(combine_op{1, 1, static_cast<std::size_t>(-1), blas.get()}, {w, w});   // 2
-    tensor b = rt.call(combine_op{1, 0.5F, static_cast<std::size_t>(-1), blas.get()}, {w, w}); // 1.5
-    tensor c = rt.call(combine_op{1, -1, static_cast<std::size_t>(-1), blas.get()}, {w, w});  // 0
+    tensor a = rt.call(combine_op{1, 1, static_cast<std::size_t>(-1), blas.get()}, {w, w}); // 2
+    tensor b =
+        rt.call(combine_op{1, 0.5F, static_cast<std::size_t>(-1), blas.get()}, {w, w});      // 1.5
+    tensor c = rt.call(combine_op{1, -1, static_cast<std::size_t>(-1), blas.get()}, {w, w}); // 0
     REQUIRE(rt.evict(a));
     REQUIRE(rt.evict(c));
     const auto m = rt.backend().memory_info();
@@ -341,12 +351,14 @@ TEST_CASE("random programs on the device read exactly what they read on the host
         evictions += device.evictions;
         retries += device.retries;
     }
-    MESSAGE("device programs: ", evictions, " evictions, ", remats, " rematerializations, ", retries,
-            " allocation retries");
+    MESSAGE("device programs: ", evictions, " evictions, ", remats, " rematerializations, ",
+            retries, " allocation retries");
     CHECK(remats > 0);
 }
 
-TEST_CASE("offload to pinned host memory on a copy stream: the device programs still read what the host reads") {
+TEST_CASE(
+    "offload to pinned host memory on a copy stream: the device programs still read what the host "
+    "reads") {
     stream_guard stream;
     blas_guard blas(stream.get());
     std::uint64_t offloads = 0, copy_backs = 0;
@@ -358,8 +370,9 @@ TEST_CASE("offload to pinned host memory on a copy stream: the device programs s
         dtr::cuda_backend_options options;
         options.host_tier = true;
         options.tier.transfer = {.bandwidth = 25e9, .latency = 0};
-        const program_result device = device_run(seed, steps, region, stream.get(), blas.get(), options,
-                                                 seed % 2 ? dtr::offload_policy::always : dtr::offload_policy::automatic);
+        const program_result device =
+            device_run(seed, steps, region, stream.get(), blas.get(), options,
+                       seed % 2 ? dtr::offload_policy::always : dtr::offload_policy::automatic);
         CAPTURE(region);
         CHECK(device.reads == reference.reads);
         offloads += device.offloads;
@@ -390,8 +403,10 @@ TEST_CASE("few timing slots, or none, change nothing but when costs arrive") {
 TEST_CASE("costs are measured on the device, without a synchronization per operator") {
     stream_guard stream;
     blas_guard blas(stream.get());
-    dtr::runtime<dtr::cuda_backend> rt({}, dtr::cuda_backend(std::size_t{256} << 20, stream.get(), {.timing_slots = 8}));
-    std::vector<float> big(std::size_t{16} << 20, 1.0F); // 64 MiB: each operator takes real device time
+    dtr::runtime<dtr::cuda_backend> rt(
+        {}, dtr::cuda_backend(std::size_t{256} << 20, stream.get(), {.timing_slots = 8}));
+    std::vector<float> big(std::size_t{16} << 20,
+                           1.0F); // 64 MiB: each operator takes real device time
     tensor x = upload(rt, big);
     std::vector<tensor> outs;
     for (int i = 0; i < 20; ++i) {
@@ -419,8 +434,8 @@ TEST_CASE("a failed kernel launch fails its call, which leaves no trace") {
         // A host function is no kernel: the launch fails and sets the last error, which is
         // all a <<<>>> launch would do too.
         void (*not_a_kernel)() = [] {};
-        (void)cudaLaunchKernel(reinterpret_cast<const void*>(not_a_kernel), dim3(1), dim3(1), nullptr, 0,
-                               ctx.backend().stream());
+        (void)cudaLaunchKernel(reinterpret_cast<const void*>(not_a_kernel), dim3(1), dim3(1),
+                               nullptr, 0, ctx.backend().stream());
     };
     try {
         (void)rt.call(bad_launch, {x});
@@ -475,7 +490,8 @@ TEST_CASE("a stream that cannot be used is refused at construction, naming the c
         CHECK(e.code() != cudaSuccess);
     }
     cudaGraph_t graph = nullptr;
-    (void)cudaStreamEndCapture(stream.get(), &graph); // the capture is invalidated: ends with an error
+    (void)cudaStreamEndCapture(stream.get(),
+                               &graph); // the capture is invalidated: ends with an error
     if (graph != nullptr) (void)cudaGraphDestroy(graph);
     (void)cudaGetLastError();
     dtr::cuda_backend ok(1 << 20, stream.get()); // usable again once the capture ended

@@ -41,7 +41,8 @@ struct mix_op {
                 unsigned v = static_cast<unsigned>(i) + salt;
                 for (std::size_t k = 0; k < ctx.num_inputs(); ++k) {
                     auto in = ctx.input(k);
-                    if (in.size() != 0) v += u8(in.data()[i % in.size()]) * static_cast<unsigned>(k + 1);
+                    if (in.size() != 0)
+                        v += u8(in.data()[i % in.size()]) * static_cast<unsigned>(k + 1);
                 }
                 out.data()[i] = std::byte(static_cast<std::uint8_t>(v));
             }

@@ -14,11 +14,14 @@ namespace dtr_test {
 //! n bytes first + delta, first + 1 + delta, ... (mod 256).
 inline std::vector<std::uint8_t> pattern(std::uint8_t first, std::size_t n, int delta = 0) {
     std::vector<std::uint8_t> v(n);
-    for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::uint8_t>(first + i + static_cast<std::size_t>(delta));
+    for (std::size_t i = 0; i < n; ++i)
+        v[i] = static_cast<std::uint8_t>(first + i + static_cast<std::size_t>(delta));
     return v;
 }
 
-inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+inline bool contains(const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+}
 
 //! The message of the dtr::logic_error f() throws, or a text saying none was thrown.
 template <class F>

@@ -35,14 +35,16 @@ inline std::uint64_t splitmix(std::uint64_t x) {
 }
 
 //! Program p of the run seeded `seed`: its own seed, so DTR_PROPERTY_ONLY=p replays it alone.
-inline std::uint64_t program_seed(std::uint64_t seed, std::uint64_t p) { return splitmix(seed ^ splitmix(p)); }
+inline std::uint64_t program_seed(std::uint64_t seed, std::uint64_t p) {
+    return splitmix(seed ^ splitmix(p));
+}
 
 //! One random program of a property test.
 struct program_case {
-    std::uint64_t seed;         //!< the program's own seed (also seeds its budget draws)
-    std::size_t steps;          //!< how many steps the program runs
-    dtr::mutation_scope scope;  //!< the mutation scope its runtimes use
-    std::string replay;         //!< the environment that replays this program alone
+    std::uint64_t seed;        //!< the program's own seed (also seeds its budget draws)
+    std::size_t steps;         //!< how many steps the program runs
+    dtr::mutation_scope scope; //!< the mutation scope its runtimes use
+    std::string replay;        //!< the environment that replays this program alone
 };
 
 //! The programs of one property test, as the environment asks: DTR_PROPERTY_SEED (default
@@ -70,9 +72,11 @@ public:
         for (std::uint64_t p = 0; p < count_; ++p) {
             if (single() && p != only_) continue;
             const std::uint64_t s = program_seed(seed_, p);
-            const program_case c{s, 30 + s % 170,
-                                 (s >> 20) % 2 ? dtr::mutation_scope::storage : dtr::mutation_scope::tensor,
-                                 "DTR_PROPERTY_SEED=" + std::to_string(seed_) + " DTR_PROPERTY_ONLY=" + std::to_string(p)};
+            const program_case c{
+                s, 30 + s % 170,
+                (s >> 20) % 2 ? dtr::mutation_scope::storage : dtr::mutation_scope::tensor,
+                "DTR_PROPERTY_SEED=" + std::to_string(seed_) +
+                    " DTR_PROPERTY_ONLY=" + std::to_string(p)};
             INFO(c.replay);
             f(c);
         }
@@ -108,7 +112,8 @@ struct run_plan {
 //! others every 16 steps (and after every step that failed): the check walks the whole graph
 //! and would otherwise dominate the test's time. Drawn from `rng` with integer arithmetic
 //! only, so that a printed seed replays the same plan on any platform.
-inline run_plan draw_plan(std::mt19937_64& rng, double max_rate = 0.05, std::uint64_t every_step = 8) {
+inline run_plan draw_plan(std::mt19937_64& rng, double max_rate = 0.05,
+                          std::uint64_t every_step = 8) {
     auto unit = [&] { return static_cast<double>(rng() >> 11) * 0x1.0p-53; };
     run_plan plan;
     plan.invariant_period = rng() % every_step == 0 ? 1 : 16;
@@ -123,16 +128,18 @@ inline run_plan draw_plan(std::mt19937_64& rng, double max_rate = 0.05, std::uin
 //! The plan as the replay context shows it.
 inline std::string describe(const run_plan& p) {
     const dtr::fault_options& f = p.faults;
-    return "faults(seed " + std::to_string(f.seed) + ", allocations " + std::to_string(f.allocation_fault_rate) +
-           ", executions " + std::to_string(f.execution_fault_rate) + ", after body " +
-           std::to_string(f.after_body_share) + "), invariants every " + std::to_string(p.invariant_period) +
-           " steps";
+    return "faults(seed " + std::to_string(f.seed) + ", allocations " +
+           std::to_string(f.allocation_fault_rate) + ", executions " +
+           std::to_string(f.execution_fault_rate) + ", after body " +
+           std::to_string(f.after_body_share) + "), invariants every " +
+           std::to_string(p.invariant_period) + " steps";
 }
 
 //! A budgeted run must read exactly what the reference read and, unless it had to lift its
 //! budget to finish (an out_of_memory without injected faults), never hold more than its
 //! budget.
-inline void check_matches_reference(const program_trace& run, const program_trace& reference, std::size_t budget) {
+inline void check_matches_reference(const program_trace& run, const program_trace& reference,
+                                    std::size_t budget) {
     CHECK(run.sizes == reference.sizes);
     CHECK(run.reads == reference.reads);
     CHECK(run.guard_mutations == reference.guard_mutations);
@@ -172,13 +179,17 @@ struct run_totals {
     //! The closing line on guards and faults.
     void print_faults(const char* label) const {
         auto u = [](std::uint64_t v) { return static_cast<unsigned long long>(v); };
-        std::printf("%s: %llu injected faults in %llu of %llu runs (%llu allocations refused, %llu executions "
-                    "thrown), %llu steps recovered by retrying (%llu injected_fault, %llu out_of_memory caught; "
-                    "%llu needed injection stopped, %llu the budget lifted); %llu pin guards, %llu reads "
-                    "through them, %llu guard-across-mutation events, %llu write-guard rejections\n",
-                    label, u(allocation_faults + execution_faults), u(faulty_runs), u(runs), u(allocation_faults),
-                    u(execution_faults), u(recoveries), u(faults_caught), u(ooms), u(faults_suspended),
-                    u(budget_lifts), u(guards), u(guard_reads), u(guard_mutations), u(write_guard_rejections));
+        std::printf(
+            "%s: %llu injected faults in %llu of %llu runs (%llu allocations refused, %llu "
+            "executions "
+            "thrown), %llu steps recovered by retrying (%llu injected_fault, %llu out_of_memory "
+            "caught; "
+            "%llu needed injection stopped, %llu the budget lifted); %llu pin guards, %llu reads "
+            "through them, %llu guard-across-mutation events, %llu write-guard rejections\n",
+            label, u(allocation_faults + execution_faults), u(faulty_runs), u(runs),
+            u(allocation_faults), u(execution_faults), u(recoveries), u(faults_caught), u(ooms),
+            u(faults_suspended), u(budget_lifts), u(guards), u(guard_reads), u(guard_mutations),
+            u(write_guard_rejections));
     }
 
     //! Over a whole CI run every kind of event must have happened, or the test has stopped

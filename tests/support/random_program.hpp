@@ -51,10 +51,11 @@ struct program_trace {
     std::uint64_t evictions = 0, remats = 0, banishments = 0;
     std::uint64_t offloads = 0, copy_backs = 0; //!< offload (runtime_options::offload)
     // Pin guards.
-    std::uint64_t guards_taken = 0;           //!< read and write guards taken
-    std::uint64_t guard_reads = 0;            //!< reads through a guard taken earlier
-    std::uint64_t guard_mutations = 0;        //!< mutations of a tensor under a live read guard
-    std::uint64_t write_guard_rejections = 0; //!< calls refused for reading a write-guarded constant
+    std::uint64_t guards_taken = 0;    //!< read and write guards taken
+    std::uint64_t guard_reads = 0;     //!< reads through a guard taken earlier
+    std::uint64_t guard_mutations = 0; //!< mutations of a tensor under a live read guard
+    std::uint64_t write_guard_rejections =
+        0; //!< calls refused for reading a write-guarded constant
     // Faults.
     std::uint64_t allocation_faults = 0; //!< allocations the backend was made to refuse
     std::uint64_t execution_faults = 0;  //!< executions the backend was made to throw from
@@ -77,8 +78,12 @@ class program_runner {
 public:
     //! @param invariant_period check the runtime's invariants after every step (1) or every
     //! that many steps; after a step that failed and was retried they are checked always.
-    program_runner(Runtime& rt, std::uint64_t seed, std::size_t steps, std::size_t invariant_period = 1)
-        : rt_(rt), rng_(seed), steps_(steps), invariant_period_(std::max<std::size_t>(invariant_period, 1)) {}
+    program_runner(Runtime& rt, std::uint64_t seed, std::size_t steps,
+                   std::size_t invariant_period = 1)
+        : rt_(rt),
+          rng_(seed),
+          steps_(steps),
+          invariant_period_(std::max<std::size_t>(invariant_period, 1)) {}
 
     program_trace run() {
         for (std::size_t step = 0; step < steps_; ++step) {
@@ -167,14 +172,17 @@ private:
     bool faults_active() {
         if constexpr (fault_injecting_runtime<Runtime>) {
             const dtr::fault_options& o = rt_.backend().options();
-            return rt_.backend().enabled() && (o.allocation_fault_rate > 0 || o.execution_fault_rate > 0);
+            return rt_.backend().enabled() &&
+                   (o.allocation_fault_rate > 0 || o.execution_fault_rate > 0);
         } else {
             return false;
         }
     }
     void set_faults(bool on) {
-        if constexpr (fault_injecting_runtime<Runtime>) rt_.backend().set_enabled(on);
-        else (void)on;
+        if constexpr (fault_injecting_runtime<Runtime>)
+            rt_.backend().set_enabled(on);
+        else
+            (void)on;
     }
 
     // Runs `step`, retrying it after an injected fault or an out_of_memory: the runtime must
@@ -314,7 +322,8 @@ private:
         const std::size_t len = pick_size(0, a.size() - off);
         const double c = cost() / 10;
         dtr::tensor v;
-        guarded([&] { v = rt_.call([=](auto& ctx) { ctx.alias(0, 0, off, len); }, {a}, {.cost = c}); });
+        guarded(
+            [&] { v = rt_.call([=](auto& ctx) { ctx.alias(0, 0, off, len); }, {a}, {.cost = c}); });
         note_floor(footprint({storage_bytes_of(a)}));
         live_.push_back(std::move(v));
     }
@@ -338,13 +347,16 @@ private:
         std::size_t bytes = 0;
         for (auto& t : in) bytes += 2 * storage_bytes_of(t);
         auto op = [salt, mutated](auto& ctx) {
-            if constexpr (std::is_pointer_v<typename std::remove_reference_t<decltype(ctx)>::pointer>) {
+            if constexpr (std::is_pointer_v<
+                              typename std::remove_reference_t<decltype(ctx)>::pointer>) {
                 auto src = ctx.input(2);
                 for (std::uint32_t m : mutated) {
                     auto io = ctx.inout(m);
                     for (std::size_t i = 0; i < io.size(); ++i) {
-                        const std::uint8_t extra = src.size() ? u8(src.data()[(i * 3) % src.size()]) : 0;
-                        io.data()[i] = std::byte(static_cast<std::uint8_t>(u8(io.data()[i]) * 3 + extra + salt));
+                        const std::uint8_t extra =
+                            src.size() ? u8(src.data()[(i * 3) % src.size()]) : 0;
+                        io.data()[i] = std::byte(
+                            static_cast<std::uint8_t>(u8(io.data()[i]) * 3 + extra + salt));
                     }
                 }
             }
@@ -384,10 +396,12 @@ private:
     void verify_guards(const char* after) {
         for (const held_read& g : read_guards_)
             if (bytes_of(g.guard) != g.bytes)
-                throw std::runtime_error(std::string("the bytes under a read guard changed after ") + after);
+                throw std::runtime_error(
+                    std::string("the bytes under a read guard changed after ") + after);
         for (const held_write& w : write_guards_)
             if (bytes_of(w.guard) != w.bytes)
-                throw std::runtime_error(std::string("the bytes under a write guard changed after ") + after);
+                throw std::runtime_error(
+                    std::string("the bytes under a write guard changed after ") + after);
     }
 
     void take_read_guard() {
@@ -411,7 +425,8 @@ private:
         const auto seed = static_cast<std::uint8_t>(pick(0, 255));
         guarded([&] {
             auto w = rt_.pin_for_write(rt_.constant(bytes));
-            for (std::size_t i = 0; i < bytes; ++i) w.span()[i] = std::byte(static_cast<std::uint8_t>(seed * 7 + i * 13));
+            for (std::size_t i = 0; i < bytes; ++i)
+                w.span()[i] = std::byte(static_cast<std::uint8_t>(seed * 7 + i * 13));
             std::vector<std::uint8_t> written = bytes_of(w);
             write_guards_.push_back({std::move(w), std::move(written)});
         });
@@ -443,8 +458,9 @@ private:
                     (void)rt_.call(mix_op{8}, {other, guarded_constant}, {.cost = 1});
                 } else {
                     // Mutating the constant itself, or another tensor while reading it.
-                    const std::array<dtr::tensor, 2> in = how == 1 ? std::array{guarded_constant, other}
-                                                                   : std::array{other, guarded_constant};
+                    const std::array<dtr::tensor, 2> in = how == 1
+                                                              ? std::array{guarded_constant, other}
+                                                              : std::array{other, guarded_constant};
                     rt_.mutate([](auto&) {}, in, {0}, 1);
                 }
             } catch (const dtr::logic_error& e) {
@@ -453,7 +469,8 @@ private:
             }
         });
         if (!refused)
-            throw std::runtime_error("a call reading a constant under a live write guard was not refused");
+            throw std::runtime_error(
+                "a call reading a constant under a live write guard was not refused");
         if (rt_.storage_count() != storages || rt_.operator_count() != ops)
             throw std::runtime_error("a refused call left storages or records behind");
         ++trace_.write_guard_rejections;
@@ -488,7 +505,8 @@ private:
             read_guards_.erase(read_guards_.begin() + static_cast<std::ptrdiff_t>(i));
         } else {
             const auto j = static_cast<std::ptrdiff_t>(i - read_guards_.size());
-            if (pick(0, 3) != 0) live_.push_back(write_guards_[static_cast<std::size_t>(j)].guard.handle());
+            if (pick(0, 3) != 0)
+                live_.push_back(write_guards_[static_cast<std::size_t>(j)].guard.handle());
             write_guards_.erase(write_guards_.begin() + j);
         }
     }

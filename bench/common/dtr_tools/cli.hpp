@@ -25,7 +25,8 @@ namespace dtr::tools {
 //! @brief Validator: a positive decimal integer ("--reps: must be a positive integer, not 'x'").
 inline const CLI::Validator positive(
     [](std::string& text) -> std::string {
-        const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+        const bool digits =
+            !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
         if (!digits || text.find_first_not_of('0') == std::string::npos)
             return "must be a positive integer, not '" + text + "'";
         return {};
@@ -50,7 +51,8 @@ inline bool parse_real(const std::string& text, double& value) {
 inline const CLI::Validator positive_real(
     [](std::string& text) -> std::string {
         double v = 0;
-        if (!detail::parse_real(text, v) || !(v > 0)) return "must be a positive number, not '" + text + "'";
+        if (!detail::parse_real(text, v) || !(v > 0))
+            return "must be a positive number, not '" + text + "'";
         return {};
     },
     "POSITIVE");
@@ -59,7 +61,8 @@ inline const CLI::Validator positive_real(
 inline const CLI::Validator non_negative_real(
     [](std::string& text) -> std::string {
         double v = 0;
-        if (!detail::parse_real(text, v) || !(v >= 0)) return "must be a number >= 0, not '" + text + "'";
+        if (!detail::parse_real(text, v) || !(v >= 0))
+            return "must be a number >= 0, not '" + text + "'";
         return {};
     },
     "NONNEGATIVE");

@@ -53,12 +53,18 @@ inline constexpr std::size_t max_depth = 512;
 //! @brief Lower-case name of a kind, for messages ("null", "boolean", ...).
 [[nodiscard]] constexpr std::string_view kind_name(kind k) noexcept {
     switch (k) {
-    case kind::null: return "null";
-    case kind::boolean: return "boolean";
-    case kind::number: return "number";
-    case kind::string: return "string";
-    case kind::array: return "array";
-    case kind::object: return "object";
+        case kind::null:
+            return "null";
+        case kind::boolean:
+            return "boolean";
+        case kind::number:
+            return "number";
+        case kind::string:
+            return "string";
+        case kind::array:
+            return "array";
+        case kind::object:
+            return "object";
     }
     return "unknown";
 }
@@ -77,9 +83,12 @@ public:
 class error : public std::runtime_error {
 public:
     error(std::string problem, std::size_t offset, std::size_t line, std::size_t column)
-        : std::runtime_error("json: " + problem + " at line " + std::to_string(line) +
-                             ", column " + std::to_string(column)),
-          problem_(std::move(problem)), offset_(offset), line_(line), column_(column) {}
+        : std::runtime_error("json: " + problem + " at line " + std::to_string(line) + ", column " +
+                             std::to_string(column)),
+          problem_(std::move(problem)),
+          offset_(offset),
+          line_(line),
+          column_(column) {}
 
     //! @brief The problem alone, without the position.
     [[nodiscard]] const std::string& problem() const noexcept { return problem_; }
@@ -114,9 +123,9 @@ public:
     template <std::integral I>
         requires(!std::same_as<I, bool>)
     explicit value(I i) noexcept
-        : data_(in_int64_range(i) ? number_rep{static_cast<double>(i),
-                                               static_cast<std::int64_t>(i), true}
-                                  : number_rep{static_cast<double>(i), 0, false}) {}
+        : data_(in_int64_range(i)
+                    ? number_rep{static_cast<double>(i), static_cast<std::int64_t>(i), true}
+                    : number_rep{static_cast<double>(i), 0, false}) {}
     explicit value(std::string s) noexcept : data_(std::move(s)) {}
     explicit value(const char* s) : data_(std::string(s)) {}
     explicit value(array_type a) noexcept : data_(std::move(a)) {}
@@ -158,15 +167,11 @@ public:
     }
 
     //! @brief @throws type_error unless a string.
-    [[nodiscard]] const std::string& as_string() const {
-        return get<std::string>(kind::string);
-    }
+    [[nodiscard]] const std::string& as_string() const { return get<std::string>(kind::string); }
     //! @brief @throws type_error unless an array.
     [[nodiscard]] const array_type& as_array() const { return get<array_type>(kind::array); }
     //! @brief Members in document order. @throws type_error unless an object.
-    [[nodiscard]] const object_type& as_object() const {
-        return get<object_type>(kind::object);
-    }
+    [[nodiscard]] const object_type& as_object() const { return get<object_type>(kind::object); }
 
     //! @brief The first member named `key`; nullptr when absent or when this is no object.
     //! Complexity: linear in the number of members (objects in logs and graphs are small).
@@ -194,8 +199,8 @@ private:
 
     struct number_rep {
         double d;
-        std::int64_t i;  // meaningful only when exact
-        bool exact;      // the literal was an integer that fits std::int64_t
+        std::int64_t i; // meaningful only when exact
+        bool exact;     // the literal was an integer that fits std::int64_t
         friend bool operator==(const number_rep&, const number_rep&) = default;
     };
     explicit value(number_rep n) noexcept : data_(n) {}
@@ -242,7 +247,7 @@ public:
         p_ = begin_;
         end_ = begin_ + text.size();
         depth_ = 0;
-        items_.clear();   // non-empty only after an exception
+        items_.clear(); // non-empty only after an exception
         members_.clear();
         skip_ws();
         if (p_ == end_) fail(p_, "empty input, expected a value");
@@ -257,8 +262,8 @@ private:
     const char* p_ = nullptr;
     const char* end_ = nullptr;
     std::size_t depth_ = 0;
-    value::array_type items_;     // scratch stack of array elements being parsed
-    value::object_type members_;  // scratch stack of object members being parsed
+    value::array_type items_;    // scratch stack of array elements being parsed
+    value::object_type members_; // scratch stack of object members being parsed
 
     [[noreturn]] void fail(const char* at, std::string problem) const {
         // Line and column are only needed on failure, so they are computed here rather than
@@ -291,15 +296,24 @@ private:
     value parse_value() {
         if (p_ == end_) fail(p_, "unexpected end of input, expected a value");
         switch (*p_) {
-        case '{': return parse_object();
-        case '[': return parse_array();
-        case '"': return value(parse_string());
-        case 't': expect_literal("true"); return value(true);
-        case 'f': expect_literal("false"); return value(false);
-        case 'n': expect_literal("null"); return value();
-        default:
-            if (*p_ == '-' || is_digit(*p_)) return parse_number();
-            fail(p_, "unexpected " + describe(p_) + ", expected a value");
+            case '{':
+                return parse_object();
+            case '[':
+                return parse_array();
+            case '"':
+                return value(parse_string());
+            case 't':
+                expect_literal("true");
+                return value(true);
+            case 'f':
+                expect_literal("false");
+                return value(false);
+            case 'n':
+                expect_literal("null");
+                return value();
+            default:
+                if (*p_ == '-' || is_digit(*p_)) return parse_number();
+                fail(p_, "unexpected " + describe(p_) + ", expected a value");
         }
     }
 
@@ -327,7 +341,7 @@ private:
     // instead of a growth sequence (most objects in logs have 2-5 members).
     value parse_array() {
         enter(p_);
-        ++p_;  // '['
+        ++p_; // '['
         const std::size_t base = items_.size();
         skip_ws();
         if (p_ != end_ && *p_ == ']') {
@@ -359,7 +373,7 @@ private:
 
     value parse_object() {
         enter(p_);
-        ++p_;  // '{'
+        ++p_; // '{'
         const std::size_t base = members_.size();
         skip_ws();
         if (p_ != end_ && *p_ == '}') {
@@ -407,10 +421,14 @@ private:
         for (int k = 0; k < 4; ++k) {
             const char c = at[k];
             unsigned d;
-            if (c >= '0' && c <= '9') d = static_cast<unsigned>(c - '0');
-            else if (c >= 'a' && c <= 'f') d = static_cast<unsigned>(c - 'a' + 10);
-            else if (c >= 'A' && c <= 'F') d = static_cast<unsigned>(c - 'A' + 10);
-            else fail(at + k, "invalid hex digit " + describe(at + k) + " in \\u escape");
+            if (c >= '0' && c <= '9')
+                d = static_cast<unsigned>(c - '0');
+            else if (c >= 'a' && c <= 'f')
+                d = static_cast<unsigned>(c - 'a' + 10);
+            else if (c >= 'A' && c <= 'F')
+                d = static_cast<unsigned>(c - 'A' + 10);
+            else
+                fail(at + k, "invalid hex digit " + describe(at + k) + " in \\u escape");
             cp = cp * 16 + d;
         }
         return cp;
@@ -441,16 +459,34 @@ private:
         const char c = p_[1];
         p_ += 2;
         switch (c) {
-        case '"': out.push_back('"'); return;
-        case '\\': out.push_back('\\'); return;
-        case '/': out.push_back('/'); return;
-        case 'b': out.push_back('\b'); return;
-        case 'f': out.push_back('\f'); return;
-        case 'n': out.push_back('\n'); return;
-        case 'r': out.push_back('\r'); return;
-        case 't': out.push_back('\t'); return;
-        case 'u': break;
-        default: fail(at + 1, "invalid escape " + describe(at + 1) + " in string");
+            case '"':
+                out.push_back('"');
+                return;
+            case '\\':
+                out.push_back('\\');
+                return;
+            case '/':
+                out.push_back('/');
+                return;
+            case 'b':
+                out.push_back('\b');
+                return;
+            case 'f':
+                out.push_back('\f');
+                return;
+            case 'n':
+                out.push_back('\n');
+                return;
+            case 'r':
+                out.push_back('\r');
+                return;
+            case 't':
+                out.push_back('\t');
+                return;
+            case 'u':
+                break;
+            default:
+                fail(at + 1, "invalid escape " + describe(at + 1) + " in string");
         }
         unsigned cp = parse_hex4(p_);
         p_ += 4;
@@ -479,15 +515,15 @@ private:
         const unsigned b1 = at(1);
         if (b0 >= 0xC2 && b0 <= 0xDF) return cont(b1) ? 2 : 0;
         if (b0 >= 0xE0 && b0 <= 0xEF) {
-            const bool ok1 = b0 == 0xE0 ? (b1 >= 0xA0 && b1 <= 0xBF)
-                           : b0 == 0xED ? (b1 >= 0x80 && b1 <= 0x9F)
-                                        : cont(b1);
+            const bool ok1 = b0 == 0xE0   ? (b1 >= 0xA0 && b1 <= 0xBF)
+                             : b0 == 0xED ? (b1 >= 0x80 && b1 <= 0x9F)
+                                          : cont(b1);
             return ok1 && cont(at(2)) ? 3 : 0;
         }
         if (b0 >= 0xF0 && b0 <= 0xF4) {
-            const bool ok1 = b0 == 0xF0 ? (b1 >= 0x90 && b1 <= 0xBF)
-                           : b0 == 0xF4 ? (b1 >= 0x80 && b1 <= 0x8F)
-                                        : cont(b1);
+            const bool ok1 = b0 == 0xF0   ? (b1 >= 0x90 && b1 <= 0xBF)
+                             : b0 == 0xF4 ? (b1 >= 0x80 && b1 <= 0x8F)
+                                          : cont(b1);
             return ok1 && cont(at(2)) && cont(at(3)) ? 4 : 0;
         }
         return 0;
@@ -505,7 +541,7 @@ private:
         // A local cursor: writing p_ back on every byte would keep it in memory (the
         // compiler cannot rule out that the string's buffer aliases it).
         const char* q = p_ + 1;
-        const char* run = q;  // start of the pending stretch copied verbatim
+        const char* run = q; // start of the pending stretch copied verbatim
         for (;;) {
             // The common case: printable ASCII other than '"' and '\\'.
             while (q != end_ && plain_byte(*q)) ++q;
@@ -590,7 +626,8 @@ private:
             for (const char* q = int_begin; q != int_end; ++q)
                 u = u * 10 + static_cast<std::uint64_t>(*q - '0');
             const double d = negative ? -static_cast<double>(u) : static_cast<double>(u);
-            constexpr auto max = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+            constexpr auto max =
+                static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
             if (!negative && u <= max)
                 return value(value::number_rep{d, static_cast<std::int64_t>(u), true});
             if (negative && u <= max + 1)
@@ -611,9 +648,9 @@ private:
                 lead = frac_begin ? -static_cast<long long>(q - frac_begin) - 1 : 0;
             }
             if (lead + exp10 >= 0) fail(start, "number out of the range of double");
-            d = negative ? -0.0 : 0.0;  // underflow: rounds to zero, as IEEE arithmetic would
+            d = negative ? -0.0 : 0.0; // underflow: rounds to zero, as IEEE arithmetic would
         } else if (ec != std::errc{} || ptr != p_) {
-            fail(start, "malformed number");  // unreachable after the grammar check above
+            fail(start, "malformed number"); // unreachable after the grammar check above
         } else if (std::isinf(d)) {
             fail(start, "number out of the range of double");
         }
@@ -626,8 +663,6 @@ private:
 //! Complexity: linear in text.size(); recursion depth at most max_depth.
 //! @throws json::error on any syntax error (with offset, line and column);
 //! std::bad_alloc when memory runs out.
-[[nodiscard]] inline value parse(std::string_view text) {
-    return parser().parse(text);
-}
+[[nodiscard]] inline value parse(std::string_view text) { return parser().parse(text); }
 
 } // namespace dtr::json

@@ -47,7 +47,7 @@ TEST_CASE("integers keep their exact 64-bit value") {
     CHECK(json::parse("0").as_int64() == 0);
     CHECK(json::parse("-0").as_int64() == 0);
     CHECK(std::signbit(json::parse("-0").as_number()));
-    CHECK(json::parse("9007199254740993").as_int64() == 9007199254740993LL);  // 2^53 + 1
+    CHECK(json::parse("9007199254740993").as_int64() == 9007199254740993LL); // 2^53 + 1
     CHECK(json::parse("9223372036854775807").as_int64() ==
           std::numeric_limits<std::int64_t>::max());
     CHECK(json::parse("-9223372036854775808").as_int64() ==
@@ -68,10 +68,9 @@ TEST_CASE("fractions and exponents") {
     CHECK(json::parse("-2.5e3").as_number() == -2500.0);
     CHECK(json::parse("1E+2").as_number() == 100.0);
     CHECK(json::parse("1e-2").as_number() == doctest::Approx(0.01));
-    CHECK(json::parse("0.1").as_number() == 0.1);  // correctly rounded
-    CHECK(json::parse("1.7976931348623157e308").as_number() ==
-          std::numeric_limits<double>::max());
-    CHECK(json::parse("1.0").as_int64() == 1);   // integral value
+    CHECK(json::parse("0.1").as_number() == 0.1); // correctly rounded
+    CHECK(json::parse("1.7976931348623157e308").as_number() == std::numeric_limits<double>::max());
+    CHECK(json::parse("1.0").as_int64() == 1); // integral value
     CHECK(json::parse("1e3").as_int64() == 1000);
     CHECK_THROWS_AS((void)json::parse("1.5").as_int64(), json::type_error);
     CHECK_THROWS_AS((void)json::parse("1e19").as_int64(), json::type_error);
@@ -90,12 +89,12 @@ TEST_CASE("fractions and exponents") {
 TEST_CASE("strings: escapes, \\u, surrogate pairs and UTF-8") {
     CHECK(json::parse(R"("a\"b\\c\/d\b\f\n\r\t")").as_string() == "a\"b\\c/d\b\f\n\r\t");
     CHECK(json::parse(R"("\u0041\u00e9\u20AC")").as_string() == "A\xC3\xA9\xE2\x82\xAC");
-    CHECK(json::parse(R"("\uD83D\uDE00")").as_string() == "\xF0\x9F\x98\x80");  // U+1F600
-    CHECK(json::parse(R"("\uDBFF\uDFFF")").as_string() == "\xF4\x8F\xBF\xBF");  // U+10FFFF
+    CHECK(json::parse(R"("\uD83D\uDE00")").as_string() == "\xF0\x9F\x98\x80"); // U+1F600
+    CHECK(json::parse(R"("\uDBFF\uDFFF")").as_string() == "\xF4\x8F\xBF\xBF"); // U+10FFFF
     CHECK(json::parse(R"("\u0000")").as_string() == "\0"s);
     CHECK(json::parse("\"h\xC3\xA9llo \xF0\x9F\x98\x80\"").as_string() ==
           "h\xC3\xA9llo \xF0\x9F\x98\x80");
-    CHECK(json::parse("\"\x7f\"").as_string() == "\x7f");  // DEL needs no escape
+    CHECK(json::parse("\"\x7f\"").as_string() == "\x7f"); // DEL needs no escape
 }
 
 TEST_CASE("arrays and objects keep document order") {
@@ -123,7 +122,7 @@ TEST_CASE("type_error names expected and actual kind") {
     try {
         (void)v.as_string();
         FAIL("no throw");
-    } catch (const dtr::logic_error& e) {  // type_error is a dtr::logic_error
+    } catch (const dtr::logic_error& e) { // type_error is a dtr::logic_error
         CHECK(contains(e.what(), "expected string, got number"));
     }
     CHECK_THROWS_AS((void)json::parse("\"s\"").as_number(), json::type_error);
@@ -137,7 +136,7 @@ TEST_CASE("type_error names expected and actual kind") {
 TEST_CASE("syntax errors name the problem and the position") {
     struct bad {
         std::string text;
-        std::string problem;  // substring of error::problem()
+        std::string problem; // substring of error::problem()
         std::size_t column;
     };
     const bad cases[] = {
@@ -184,14 +183,14 @@ TEST_CASE("syntax errors name the problem and the position") {
         {R"("\uD800\u0041")", "high surrogate", 8},
         {R"("\uD800x")", "high surrogate", 2},
         {R"("\uDC00")", "lone low surrogate", 2},
-        {"\"\xC0\x80\"", "invalid UTF-8 byte 0xC0", 2},          // overlong NUL
-        {"\"\xE0\x80\xAF\"", "invalid UTF-8 byte 0xE0", 2},      // overlong '/'
-        {"\"\xED\xA0\x80\"", "invalid UTF-8 byte 0xED", 2},      // encoded surrogate
-        {"\"\xF4\x90\x80\x80\"", "invalid UTF-8 byte 0xF4", 2},  // above U+10FFFF
+        {"\"\xC0\x80\"", "invalid UTF-8 byte 0xC0", 2},         // overlong NUL
+        {"\"\xE0\x80\xAF\"", "invalid UTF-8 byte 0xE0", 2},     // overlong '/'
+        {"\"\xED\xA0\x80\"", "invalid UTF-8 byte 0xED", 2},     // encoded surrogate
+        {"\"\xF4\x90\x80\x80\"", "invalid UTF-8 byte 0xF4", 2}, // above U+10FFFF
         {"\"\xF5\x80\x80\x80\"", "invalid UTF-8 byte 0xF5", 2},
-        {"\"\xE2\x82\"", "invalid UTF-8 byte 0xE2", 2},          // truncated sequence
-        {"\"\x80\"", "invalid UTF-8 byte 0x80", 2},              // stray continuation
-        {"\xEF\xBB\xBF{}", "unexpected byte 0xEF", 1},           // BOM
+        {"\"\xE2\x82\"", "invalid UTF-8 byte 0xE2", 2}, // truncated sequence
+        {"\"\x80\"", "invalid UTF-8 byte 0x80", 2},     // stray continuation
+        {"\xEF\xBB\xBF{}", "unexpected byte 0xEF", 1},  // BOM
         {"/* c */ 1", "unexpected '/'", 1},
         {"[1] // c", "after the value", 5},
         {"'a'", "unexpected '''", 1},
@@ -281,5 +280,7 @@ TEST_CASE("nested containers are assembled from the parser's scratch stacks corr
     const std::string long_plain(1000, 'q');
     CHECK(json::parse("\"" + long_plain + "\"").as_string() == long_plain);
     CHECK(json::parse(R"("\n)" + long_plain + R"(\t")").as_string() == "\n" + long_plain + "\t");
-    CHECK(json::parse("\"a\xC3\xA9\\u00e9b\"").as_string() == "a\xC3\xA9\xC3\xA9" "b");
+    CHECK(json::parse("\"a\xC3\xA9\\u00e9b\"").as_string() ==
+          "a\xC3\xA9\xC3\xA9"
+          "b");
 }

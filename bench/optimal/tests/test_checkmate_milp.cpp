@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Checkmate's MILP with CBC against hand-computed and exhaustively searched optima. Built by
 // bench/optimal/meson.build only when CBC is found.
-#include "checkmate_milp.hpp"
 #include "baselines.hpp"
+#include "checkmate_milp.hpp"
 #include "exhaustive.hpp"
 #include "staged_plan.hpp"
 
@@ -99,10 +99,11 @@ TEST_CASE("the MILP matches exhaustive search on random tiny graphs") {
         const std::size_t n = 6;
         std::vector<node> nodes;
         for (std::size_t i = 0; i < n; ++i)
-            nodes.push_back({std::string("v").append(std::to_string(i)), double(1 + rng() % 9), 10 * (1 + rng() % 5), i >= n / 2});
+            nodes.push_back({std::string("v").append(std::to_string(i)), double(1 + rng() % 9),
+                             10 * (1 + rng() % 5), i >= n / 2});
         std::vector<edge> edges;
         for (std::size_t j = 1; j < n; ++j) {
-            edges.push_back({j - 1, j});  // connected
+            edges.push_back({j - 1, j}); // connected
             for (std::size_t i = 0; i + 1 < j; ++i)
                 if (rng() % 3 == 0) edges.push_back({i, j});
         }
@@ -132,9 +133,11 @@ TEST_CASE("the MILP matches exhaustive search on random tiny graphs") {
     }
 }
 
-TEST_CASE("VGG16 at LB + 0.5 (peak - LB) solves to a checked optimum (skipped without DTR_SHARED)") {
+TEST_CASE(
+    "VGG16 at LB + 0.5 (peak - LB) solves to a checked optimum (skipped without DTR_SHARED)") {
     const char* root = std::getenv("DTR_SHARED");
-    const auto file = std::filesystem::path(root ? root : "") / "checkmate-graphs" / "vgg16_b256_train.json";
+    const auto file =
+        std::filesystem::path(root ? root : "") / "checkmate-graphs" / "vgg16_b256_train.json";
     if (!root || !*root || !std::filesystem::exists(file)) {
         MESSAGE("DTR_SHARED unset or without checkmate-graphs/: skipped");
         return;

@@ -1,17 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // The schedule checker, and the bench planners that feed it (checkpoint-all, Chen et al.,
 // Checkmate's staged form), on hand-made graphs whose optimal costs are worked out below.
-#include <dtr_tools/graph/checkmate_reader.hpp>
-#include <dtr_tools/graph/dtr_simulation.hpp>
-#include <dtr_tools/graph/schedule.hpp>
-#include <dtr_tools/graph/schedule_checker.hpp>
-#include <dtr_tools/graph/static_graph.hpp>
-
 #include "baselines.hpp"
 #include "exhaustive.hpp"
 #include "staged_plan.hpp"
 
 #include <dtr/heuristic/by_name.hpp>
+#include <dtr_tools/graph/checkmate_reader.hpp>
+#include <dtr_tools/graph/dtr_simulation.hpp>
+#include <dtr_tools/graph/schedule.hpp>
+#include <dtr_tools/graph/schedule_checker.hpp>
+#include <dtr_tools/graph/static_graph.hpp>
 
 #include <doctest/doctest.h>
 
@@ -30,7 +29,9 @@ using dtr::graph::static_graph;
 
 namespace {
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+    return s.find(part) != std::string::npos;
+}
 
 // Six nodes, every output 100 bytes:
 //   f0 -> f1 -> f2 -> b2 -> b1 -> b0,  f1 -> b2,  f0 -> b1
@@ -48,8 +49,10 @@ static_graph six() {
 schedule events(const std::vector<std::pair<char, std::size_t>>& list) {
     schedule s;
     for (const auto& [k, v] : list) {
-        if (k == 'c') s.compute(v);
-        else s.free(v);
+        if (k == 'c')
+            s.compute(v);
+        else
+            s.free(v);
     }
     return s;
 }
@@ -60,10 +63,12 @@ schedule events(const std::vector<std::pair<char, std::size_t>>& list) {
 static_graph chain(std::size_t k) {
     std::vector<node> n;
     std::vector<edge> e;
-    for (std::size_t i = 0; i < k; ++i) n.push_back({std::string("f").append(std::to_string(i)), double(i + 1), 100, false});
+    for (std::size_t i = 0; i < k; ++i)
+        n.push_back({std::string("f").append(std::to_string(i)), double(i + 1), 100, false});
     n.push_back({"loss", 1, 100, true});
-    for (std::size_t i = k; i-- > 0;) n.push_back({std::string("g").append(std::to_string(i)), 1, 100, true});
-    const auto g = [k](std::size_t i) { return 2 * k - i; };  // id of g_i
+    for (std::size_t i = k; i-- > 0;)
+        n.push_back({std::string("g").append(std::to_string(i)), 1, 100, true});
+    const auto g = [k](std::size_t i) { return 2 * k - i; }; // id of g_i
     for (std::size_t i = 0; i + 1 < k; ++i) e.push_back({i, i + 1});
     e.push_back({k - 1, k});
     for (std::size_t i = 0; i < k; ++i) {
@@ -78,8 +83,18 @@ static_graph chain(std::size_t k) {
 
 TEST_CASE("the checker accepts valid schedules and recomputes cost and peak") {
     const auto g = six();
-    const auto all = events({{'c', 0}, {'c', 1}, {'c', 2}, {'c', 3}, {'f', 1}, {'f', 2}, {'c', 4},
-                             {'f', 0}, {'f', 3}, {'c', 5}, {'f', 4}, {'f', 5}});
+    const auto all = events({{'c', 0},
+                             {'c', 1},
+                             {'c', 2},
+                             {'c', 3},
+                             {'f', 1},
+                             {'f', 2},
+                             {'c', 4},
+                             {'f', 0},
+                             {'f', 3},
+                             {'c', 5},
+                             {'f', 4},
+                             {'f', 5}});
     const auto r = check_schedule(g, all);
     REQUIRE(r.ok());
     CHECK(r.reason() == "ok");
@@ -91,8 +106,18 @@ TEST_CASE("the checker accepts valid schedules and recomputes cost and peak") {
     CHECK(check_schedule(g, all, 400).ok());
 
     // The hand-made optimum at LB: drop f0 early, recompute it after b2.
-    const auto tight = events({{'c', 0}, {'c', 1}, {'f', 0}, {'c', 2}, {'c', 3}, {'f', 2}, {'f', 1},
-                               {'c', 0}, {'c', 4}, {'f', 3}, {'f', 0}, {'c', 5}});
+    const auto tight = events({{'c', 0},
+                               {'c', 1},
+                               {'f', 0},
+                               {'c', 2},
+                               {'c', 3},
+                               {'f', 2},
+                               {'f', 1},
+                               {'c', 0},
+                               {'c', 4},
+                               {'f', 3},
+                               {'f', 0},
+                               {'c', 5}});
     const auto t = check_schedule(g, tight, 300);
     REQUIRE(t.ok());
     CHECK(t.cost() == doctest::Approx(18));
@@ -102,8 +127,16 @@ TEST_CASE("the checker accepts valid schedules and recomputes cost and peak") {
 
 TEST_CASE("the checker rejects with event, node and reason, and reports no figures") {
     const auto g = six();
-    const auto all = events({{'c', 0}, {'c', 1}, {'c', 2}, {'c', 3}, {'f', 1}, {'f', 2}, {'c', 4},
-                             {'f', 0}, {'f', 3}, {'c', 5}});
+    const auto all = events({{'c', 0},
+                             {'c', 1},
+                             {'c', 2},
+                             {'c', 3},
+                             {'f', 1},
+                             {'f', 2},
+                             {'c', 4},
+                             {'f', 0},
+                             {'f', 3},
+                             {'c', 5}});
 
     const auto over = check_schedule(g, all, 399);
     CHECK_FALSE(over.ok());
@@ -141,7 +174,8 @@ TEST_CASE("the checker rejects with event, node and reason, and reports no figur
     CHECK(unknown.failure() == check_failure::unknown_node);
 
     // Stops before the last gradient: training did not finish.
-    const auto unfinished = check_schedule(g, events({{'c', 0}, {'c', 1}, {'c', 2}, {'c', 3}, {'c', 4}}));
+    const auto unfinished =
+        check_schedule(g, events({{'c', 0}, {'c', 1}, {'c', 2}, {'c', 3}, {'c', 4}}));
     CHECK(unfinished.failure() == check_failure::never_computed);
     CHECK(unfinished.node() == 5);
     CHECK(unfinished.event_index() == 5);
@@ -154,8 +188,18 @@ TEST_CASE("the checker rejects with event, node and reason, and reports no figur
 TEST_CASE("checkpoint-all frees after last use and sets the peak") {
     const auto g = six();
     const auto s = dtr::optimal::checkpoint_all(g);
-    CHECK(s == events({{'c', 0}, {'c', 1}, {'c', 2}, {'c', 3}, {'f', 1}, {'f', 2}, {'c', 4}, {'f', 0},
-                       {'f', 3}, {'c', 5}, {'f', 4}, {'f', 5}}));
+    CHECK(s == events({{'c', 0},
+                       {'c', 1},
+                       {'c', 2},
+                       {'c', 3},
+                       {'f', 1},
+                       {'f', 2},
+                       {'c', 4},
+                       {'f', 0},
+                       {'f', 3},
+                       {'c', 5},
+                       {'f', 4},
+                       {'f', 5}}));
     const auto r = check_schedule(g, s);
     REQUIRE(r.ok());
     CHECK(r.cost() == doctest::Approx(g.total_compute_cost()));
@@ -163,12 +207,12 @@ TEST_CASE("checkpoint-all frees after last use and sets the peak") {
 }
 
 TEST_CASE("Chen et al. on a chain: sqrt(n) checkpoints and one recomputation per segment") {
-    const auto g = chain(4);  // f0..f3, loss, g3..g0; forward costs 1..4, total 15
+    const auto g = chain(4); // f0..f3, loss, g3..g0; forward costs 1..4, total 15
     REQUIRE(g.size() == 9);
     const auto fwd = dtr::optimal::forward_nodes(g);
-    CHECK(dtr::optimal::articulation_points(g) == fwd);  // a chain: every node separates
+    CHECK(dtr::optimal::articulation_points(g) == fwd); // a chain: every node separates
     const auto k = dtr::optimal::chen_sqrtn_checkpoints(fwd);
-    CHECK(k == std::vector<std::size_t>{1, 3});  // every 2nd of 4 candidates
+    CHECK(k == std::vector<std::size_t>{1, 3}); // every 2nd of 4 candidates
 
     // Forward: f0 and f2 (not checkpoints, before the last one) are dropped. Backward: g2
     // recomputes f2 from checkpoint f1, g0 recomputes f0; each once.
@@ -197,16 +241,29 @@ TEST_CASE("Chen et al. on a chain: sqrt(n) checkpoints and one recomputation per
 
 TEST_CASE("articulation points skip nodes bypassed by a branch") {
     // f0 -> {f1, f2} -> f3 -> loss: f1 and f2 do not separate the graph.
-    std::vector<node> n = {{"f0", 1, 1, false}, {"f1", 1, 1, false}, {"f2", 1, 1, false},
-                           {"f3", 1, 1, false}, {"loss", 1, 1, true}};
+    std::vector<node> n = {{"f0", 1, 1, false},
+                           {"f1", 1, 1, false},
+                           {"f2", 1, 1, false},
+                           {"f3", 1, 1, false},
+                           {"loss", 1, 1, true}};
     const static_graph g(n, {{0, 1}, {0, 2}, {1, 3}, {2, 3}, {3, 4}});
     CHECK(dtr::optimal::articulation_points(g) == std::vector<std::size_t>{0, 3});
 }
 
 TEST_CASE("Checkmate's staged form round-trips and matches the hand-made optimum") {
     const auto g = six();
-    const auto tight = events({{'c', 0}, {'c', 1}, {'f', 0}, {'c', 2}, {'c', 3}, {'f', 2}, {'f', 1},
-                               {'c', 0}, {'c', 4}, {'f', 3}, {'f', 0}, {'c', 5}});
+    const auto tight = events({{'c', 0},
+                               {'c', 1},
+                               {'f', 0},
+                               {'c', 2},
+                               {'c', 3},
+                               {'f', 2},
+                               {'f', 1},
+                               {'c', 0},
+                               {'c', 4},
+                               {'f', 3},
+                               {'f', 0},
+                               {'c', 5}});
     std::string why;
     const auto plan = dtr::optimal::from_schedule(g, tight, &why);
     REQUIRE_MESSAGE(plan, why);
@@ -281,25 +338,26 @@ std::size_t check_dtr_runs(const static_graph& g, std::size_t steps) {
     const std::uint64_t lb = g.max_footprint(), peak = all.peak_memory();
     std::size_t fitted = 0;
     for (const char* name : {"dtr", "dtr_eqclass", "dtr_local", "msps", "lru", "largest"}) {
-        const bool known = dtr::heuristics::with_heuristic(name, [&]<class H>(std::type_identity<H>) {
-            for (std::size_t k = 0; k <= steps; ++k) {
-                const std::uint64_t budget = lb + (peak - lb) * k / steps;
-                CAPTURE(name);
-                CAPTURE(budget);
-                const auto run = dtr::graph::simulate_dtr<H>(g, budget);
-                if (run.status != "ok") {
-                    CHECK(run.status == "oom");  // never an inconsistent recording
-                    continue;
+        const bool known =
+            dtr::heuristics::with_heuristic(name, [&]<class H>(std::type_identity<H>) {
+                for (std::size_t k = 0; k <= steps; ++k) {
+                    const std::uint64_t budget = lb + (peak - lb) * k / steps;
+                    CAPTURE(name);
+                    CAPTURE(budget);
+                    const auto run = dtr::graph::simulate_dtr<H>(g, budget);
+                    if (run.status != "ok") {
+                        CHECK(run.status == "oom"); // never an inconsistent recording
+                        continue;
+                    }
+                    const auto r = check_schedule(g, run.events, budget);
+                    REQUIRE_MESSAGE(r.ok(), r.reason());
+                    CHECK(r.cost() == doctest::Approx(run.compute_cost));
+                    CHECK(r.peak_memory() == run.stats.peak_resident_bytes);
+                    CHECK(r.recomputations() == run.stats.rematerializations);
+                    if (budget >= peak) CHECK(r.cost() == doctest::Approx(g.total_compute_cost()));
+                    ++fitted;
                 }
-                const auto r = check_schedule(g, run.events, budget);
-                REQUIRE_MESSAGE(r.ok(), r.reason());
-                CHECK(r.cost() == doctest::Approx(run.compute_cost));
-                CHECK(r.peak_memory() == run.stats.peak_resident_bytes);
-                CHECK(r.recomputations() == run.stats.rematerializations);
-                if (budget >= peak) CHECK(r.cost() == doctest::Approx(g.total_compute_cost()));
-                ++fitted;
-            }
-        });
+            });
         CHECK(known);
     }
     return fitted;
@@ -335,10 +393,12 @@ TEST_CASE("DTR's recorded schedules pass the checker and cost what the runtime c
 
     // A model graph, when the shared graphs are there.
     const char* shared = std::getenv("DTR_SHARED");
-    const auto file = std::filesystem::path(shared ? shared : "") / "checkmate-graphs" / "vgg16_b256_train.json";
+    const auto file =
+        std::filesystem::path(shared ? shared : "") / "checkmate-graphs" / "vgg16_b256_train.json";
     if (shared != nullptr && std::filesystem::exists(file)) {
         const auto f = dtr::graph::read_checkmate_graph(file.string());
-        const auto vgg = f.graph.is_topologically_indexed() ? f.graph : f.graph.topologically_indexed();
+        const auto vgg =
+            f.graph.is_topologically_indexed() ? f.graph : f.graph.topologically_indexed();
         CHECK(check_dtr_runs(vgg, 7) > 0);
     }
 }

@@ -17,7 +17,8 @@ namespace {
 
 std::vector<node> nodes(std::size_t n, std::uint64_t bytes = 10, double cost = 1.0) {
     std::vector<node> v;
-    for (std::size_t i = 0; i < n; ++i) v.push_back({std::string("n").append(std::to_string(i)), cost, bytes, false});
+    for (std::size_t i = 0; i < n; ++i)
+        v.push_back({std::string("n").append(std::to_string(i)), cost, bytes, false});
     return v;
 }
 
@@ -32,7 +33,9 @@ std::string message_of(F&& f) {
     return "";
 }
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+    return s.find(part) != std::string::npos;
+}
 
 std::filesystem::path shared_graphs() {
     const char* root = std::getenv("DTR_SHARED");
@@ -55,7 +58,7 @@ TEST_CASE("static_graph keeps nodes, sorted adjacency and a topological order") 
     CHECK(std::vector<std::size_t>(g.topological_order().begin(), g.topological_order().end()) ==
           std::vector<std::size_t>{0, 1, 2, 3});
     CHECK(g.is_topologically_indexed());
-    CHECK(g.footprint(2) == 30);  // own output + two inputs
+    CHECK(g.footprint(2) == 30); // own output + two inputs
     CHECK(g.footprint(3) == 30);
     CHECK(g.max_footprint() == 30);
     CHECK(g.total_compute_cost() == doctest::Approx(4.0));
@@ -80,14 +83,21 @@ TEST_CASE("static_graph renumbers a graph into topological order") {
 }
 
 TEST_CASE("static_graph rejects invalid graphs with a message naming the problem") {
-    CHECK(contains(message_of<dtr::logic_error>([] { static_graph(nodes(2), {{0, 5}}); }),
+    CHECK(contains(message_of<dtr::logic_error>([] {
+                       static_graph(nodes(2), {{0, 5}});
+                   }),
                    "edge #0 (0 -> 5) names a node outside 0..1"));
-    CHECK(contains(message_of<dtr::logic_error>([] { static_graph(nodes(2), {{1, 1}}); }),
+    CHECK(contains(message_of<dtr::logic_error>([] {
+                       static_graph(nodes(2), {{1, 1}});
+                   }),
                    "self loop on node n1 (#1)"));
-    CHECK(contains(message_of<dtr::logic_error>([] { static_graph(nodes(2), {{0, 1}, {0, 1}}); }),
+    CHECK(contains(message_of<dtr::logic_error>([] {
+                       static_graph(nodes(2), {{0, 1}, {0, 1}});
+                   }),
                    "duplicate edge n0 (#0) -> n1 (#1)"));
-    const std::string cycle = message_of<dtr::logic_error>(
-        [] { static_graph(nodes(4), {{0, 1}, {1, 2}, {2, 3}, {3, 1}}); });
+    const std::string cycle = message_of<dtr::logic_error>([] {
+        static_graph(nodes(4), {{0, 1}, {1, 2}, {2, 3}, {3, 1}});
+    });
     CHECK(contains(cycle, "cycle"));
     CHECK(contains(cycle, "n1 (#1) -> n2 (#2) -> n3 (#3) -> n1 (#1)"));
     auto bad = nodes(1);
@@ -104,7 +114,8 @@ TEST_CASE("the reader parses a model graph") {
         {"name": "loss", "backward": true, "cost_cpu": 1.5, "cost_ram": 4, "id": 1},
         {"name": "conv_backward", "backward": true, "cost_cpu": 7, "cost_ram": 100, "id": 2}],
       "links": [{"source": 0, "target": 1}, {"source": 1, "target": 2}, {"source": 0, "target": 2}]
-    })", "tiny.json");
+    })",
+                                                     "tiny.json");
     CHECK(f.name == "tiny");
     CHECK(f.schema == dtr::graph::checkmate_schema::model);
     const auto& g = f.graph;
@@ -132,7 +143,7 @@ TEST_CASE("the reader parses a random layered graph in graph.order") {
     const auto& g = f.graph;
     REQUIRE(g.size() == 3);
     CHECK(g[0].name == "0");
-    CHECK(g[1].name == "7");  // numbered in graph.order
+    CHECK(g[1].name == "7"); // numbered in graph.order
     CHECK(g[1].output_bytes == 20);
     CHECK(g[2].compute_cost == doctest::Approx(4.0));
     CHECK(g.is_topologically_indexed());
@@ -141,10 +152,13 @@ TEST_CASE("the reader parses a random layered graph in graph.order") {
 
 TEST_CASE("the reader names file and problem in every parse_error") {
     const auto problem = [](const std::string& text) {
-        return message_of<dtr::parse_error>([&] { (void)dtr::graph::parse_checkmate_graph(text, "g.json"); });
+        return message_of<dtr::parse_error>(
+            [&] { (void)dtr::graph::parse_checkmate_graph(text, "g.json"); });
     };
-    const std::string node0 = R"({"name": "a", "backward": false, "cost_cpu": 1, "cost_ram": 8, "id": 0})";
-    const std::string node1 = R"({"name": "b", "backward": false, "cost_cpu": 1, "cost_ram": 8, "id": 1})";
+    const std::string node0 =
+        R"({"name": "a", "backward": false, "cost_cpu": 1, "cost_ram": 8, "id": 0})";
+    const std::string node1 =
+        R"({"name": "b", "backward": false, "cost_cpu": 1, "cost_ram": 8, "id": 1})";
     const auto model = [&](const std::string& ns, const std::string& links) {
         return R"({"nodes": [)" + ns + R"(], "links": [)" + links + "]}";
     };
@@ -152,30 +166,44 @@ TEST_CASE("the reader names file and problem in every parse_error") {
     const std::string syntax = problem("{\n  \"nodes\": [,]\n}");
     CHECK(contains(syntax, "g.json:2: invalid JSON"));
     CHECK(contains(problem(R"({"links": []})"), "g.json: missing field \"nodes\""));
-    CHECK(contains(problem(R"({"nodes": {}, "links": []})"), "nodes: expected an array, got object"));
-    CHECK(contains(problem(model(R"({"name": "a", "backward": false, "cost_cpu": 1, "id": 0})", "")),
-                   "unknown schema"));
-    CHECK(contains(problem(model(R"({"name": "a", "backward": false, "cost_cpu": 1, "cost_ram": "8", "id": 0})", "")),
-                   "nodes[0].cost_ram: expected a non-negative integer, got string"));
-    CHECK(contains(problem(model(R"({"name": "a", "backward": false, "cost_cpu": 1, "cost_ram": -8, "id": 0})", "")),
-                   "nodes[0].cost_ram: expected a non-negative integer, got number -8"));
-    CHECK(contains(problem(model(R"({"name": "a", "backward": 0, "cost_cpu": 1, "cost_ram": 8, "id": 0})", "")),
-                   "nodes[0].backward: expected a boolean, got number 0"));
-    CHECK(contains(problem(model(R"({"name": "a", "backward": false, "cost_ram": 8, "id": 0})", "")),
-                   "nodes[0]: missing field \"cost_cpu\""));
+    CHECK(
+        contains(problem(R"({"nodes": {}, "links": []})"), "nodes: expected an array, got object"));
+    CHECK(
+        contains(problem(model(R"({"name": "a", "backward": false, "cost_cpu": 1, "id": 0})", "")),
+                 "unknown schema"));
+    CHECK(contains(
+        problem(model(
+            R"({"name": "a", "backward": false, "cost_cpu": 1, "cost_ram": "8", "id": 0})", "")),
+        "nodes[0].cost_ram: expected a non-negative integer, got string"));
+    CHECK(contains(
+        problem(model(R"({"name": "a", "backward": false, "cost_cpu": 1, "cost_ram": -8, "id": 0})",
+                      "")),
+        "nodes[0].cost_ram: expected a non-negative integer, got number -8"));
+    CHECK(
+        contains(problem(model(
+                     R"({"name": "a", "backward": 0, "cost_cpu": 1, "cost_ram": 8, "id": 0})", "")),
+                 "nodes[0].backward: expected a boolean, got number 0"));
+    CHECK(
+        contains(problem(model(R"({"name": "a", "backward": false, "cost_ram": 8, "id": 0})", "")),
+                 "nodes[0]: missing field \"cost_cpu\""));
     CHECK(contains(problem(model(node0 + "," + node0, "")), "nodes[1].id: duplicate node id 0"));
     CHECK(contains(problem(model(node0 + "," + node1, R"({"source": 0, "target": 9})")),
                    "links[0].target: dangling link: no node has id 9"));
     CHECK(contains(problem(model(node0 + "," + node1, R"({"source": 0})")),
                    "links[0]: missing field \"target\""));
-    CHECK(contains(problem(model(node0 + "," + node1, R"({"source": 0, "target": 1}, {"source": 1, "target": 0})")),
+    CHECK(contains(problem(model(node0 + "," + node1,
+                                 R"({"source": 0, "target": 1}, {"source": 1, "target": 0})")),
                    "links: the edges form a cycle: a (#0) -> b (#1) -> a (#0)"));
-    CHECK(contains(problem(R"({"graph": {"order": [0]}, "nodes": [{"out_cost": 1, "duration": 1, "name": 0}],
+    CHECK(contains(
+        problem(R"({"graph": {"order": [0]}, "nodes": [{"out_cost": 1, "duration": 1, "name": 0}],
                                "links": [{"0": 0, "1": 4}]})"),
-                   "links[0].1: dangling link: no node is labelled 4"));
-    CHECK(contains(problem(R"({"graph": {}, "nodes": [{"out_cost": 1, "duration": 1, "name": 0}], "links": []})"),
-                   "missing field \"order\""));
-    CHECK(contains(message_of<dtr::parse_error>([] { (void)dtr::graph::read_checkmate_graph("/nonexistent/x.json"); }),
+        "links[0].1: dangling link: no node is labelled 4"));
+    CHECK(contains(
+        problem(
+            R"({"graph": {}, "nodes": [{"out_cost": 1, "duration": 1, "name": 0}], "links": []})"),
+        "missing field \"order\""));
+    CHECK(contains(message_of<dtr::parse_error>(
+                       [] { (void)dtr::graph::read_checkmate_graph("/nonexistent/x.json"); }),
                    "/nonexistent/x.json: cannot open the file"));
 }
 
@@ -189,9 +217,10 @@ TEST_CASE("the published Checkmate graphs load (skipped without DTR_SHARED)") {
         const char* file;
         std::size_t nodes, edges;
     };
-    for (const auto& e : {expect{"vgg16_b256_train.json", 45, 87}, expect{"vgg19_b256_train.json", 51, 99},
-                          expect{"vgg_unet_b32_train.json", 71, 148}, expect{"mobilenet_b512_train.json", 185, 367},
-                          expect{"resnet50_b256_train.json", 353, 751}}) {
+    for (const auto& e :
+         {expect{"vgg16_b256_train.json", 45, 87}, expect{"vgg19_b256_train.json", 51, 99},
+          expect{"vgg_unet_b32_train.json", 71, 148}, expect{"mobilenet_b512_train.json", 185, 367},
+          expect{"resnet50_b256_train.json", 353, 751}}) {
         CAPTURE(e.file);
         const auto f = dtr::graph::read_checkmate_graph(dir / e.file);
         CHECK(f.schema == dtr::graph::checkmate_schema::model);

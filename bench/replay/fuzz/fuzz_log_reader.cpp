@@ -80,7 +80,8 @@ void read_log(const std::string& text, replay::log_reader_options options) {
     require(s.records() == records);
     require(s.bound_names <= reader.name_count());
     require(s.lines >= s.blank_lines + s.skipped_lines);
-    if (options.strict) require(s.blank_lines == 0 && s.unknown_releases == 0 && s.reused_names == 0);
+    if (options.strict)
+        require(s.blank_lines == 0 && s.unknown_releases == 0 && s.reused_names == 0);
 }
 
 } // namespace

@@ -25,8 +25,10 @@ std::string list(std::initializer_list<std::string_view> names) {
     return s + "]";
 }
 
-const std::string start = R"({"ANNOTATION":"START","INSTRUCTION":"ANNOTATE"})" "\n";
-const std::string backward = R"({"ANNOTATION":"BACKWARD","INSTRUCTION":"ANNOTATE"})" "\n";
+const std::string start = R"({"ANNOTATION":"START","INSTRUCTION":"ANNOTATE"})"
+                          "\n";
+const std::string backward = R"({"ANNOTATION":"BACKWARD","INSTRUCTION":"ANNOTATE"})"
+                             "\n";
 
 std::string memory(std::string_view name, std::string_view bytes) {
     return R"({"INSTRUCTION":"MEMORY","MEMORY":")" + std::string(bytes) + R"(","NAME":")" +
@@ -95,8 +97,7 @@ dtr::parse_error error_of(const std::string& text, replay::log_reader_options op
     replay::log_reader reader(in, "t.log", options);
     try {
         replay::record r;
-        while (reader.next(r)) {
-        }
+        while (reader.next(r)) {}
     } catch (const dtr::parse_error& e) {
         return e;
     }
@@ -111,18 +112,17 @@ bool contains(std::string_view haystack, std::string_view needle) {
 } // namespace
 
 TEST_CASE("every instruction kind becomes a typed record") {
-    const std::string text =
-        start +                                                           // 1
-        constant("w", "4096") +                                           // 2-3
-        constant("x", "1024") +                                           // 4-5
-        call_line("split", list({"x", "w"}), list({"a", "b"}), "1234") +  // 6
-        memory("a", "512") + alias("a", "0") +                            // 7-8
-        memory("b", "2048") + alias("b", "-1") +                          // 9-10
-        mutate("add_", list({"b", "a"}), "[0]", "77") +                   // 11
-        copy("c", "b") +                                                  // 12
-        copy_from("c", "w") +                                             // 13
-        backward +                                                        // 14
-        release("a");                                                     // 15
+    const std::string text = start +                                                          // 1
+                             constant("w", "4096") +                                          // 2-3
+                             constant("x", "1024") +                                          // 4-5
+                             call_line("split", list({"x", "w"}), list({"a", "b"}), "1234") + // 6
+                             memory("a", "512") + alias("a", "0") +                           // 7-8
+                             memory("b", "2048") + alias("b", "-1") +        // 9-10
+                             mutate("add_", list({"b", "a"}), "[0]", "77") + // 11
+                             copy("c", "b") +                                // 12
+                             copy_from("c", "w") +                           // 13
+                             backward +                                      // 14
+                             release("a");                                   // 15
     read_all r(text);
     REQUIRE(r.records.size() == 9);
 
@@ -210,7 +210,7 @@ TEST_CASE("calls with no args or no results, repeated args, and the optional-ret
     std::istringstream in(text);
     replay::log_reader reader(in);
     CHECK(reader.source() == "<stream>");
-    REQUIRE(reader.next());  // START
+    REQUIRE(reader.next()); // START
     const auto zeros = reader.next();
     REQUIRE(zeros);
     CHECK(std::get<instr::call>(zeros->op).args.empty());
@@ -222,14 +222,14 @@ TEST_CASE("calls with no args or no results, repeated args, and the optional-ret
     REQUIRE(noop);
     CHECK(std::get<instr::mutate>(noop->op).mutated.empty());
     CHECK_FALSE(reader.next());
-    CHECK_FALSE(reader.next());  // stays at the end
+    CHECK_FALSE(reader.next()); // stays at the end
 }
 
 TEST_CASE("lines before ANNOTATE START are skipped but still checked") {
     const std::string pre = constant("p") + release("p") + constant("q") + backward;
     SUBCASE("skipped by default and counted") {
         read_all r(pre + start + constant("x") + release("q") + release("x"));
-        REQUIRE(r.records.size() == 3);  // START, CONSTANT x, RELEASE x
+        REQUIRE(r.records.size() == 3); // START, CONSTANT x, RELEASE x
         CHECK(r.reader.stats().skipped_lines == 6);
         CHECK(r.reader.started());
         CHECK_FALSE(r.reader.find_name("q").has_value());
@@ -246,7 +246,9 @@ TEST_CASE("lines before ANNOTATE START are skipped but still checked") {
         const auto e = error_of(constant("p") + "{\"INSTRUCTION\":\"CONSTANT\"\n" + start);
         CHECK(e.line() == 3);
         CHECK(contains(e.what(), "t.log:3: bad JSON at column 26"));
-        const auto f = error_of(R"({"INSTRUCTION":"JUMP"})" "\n" + start);
+        const auto f = error_of(R"({"INSTRUCTION":"JUMP"})"
+                                "\n" +
+                                start);
         CHECK(f.line() == 1);
         CHECK(contains(f.what(), "unknown INSTRUCTION \"JUMP\""));
     }
@@ -258,7 +260,7 @@ TEST_CASE("lines before ANNOTATE START are skipped but still checked") {
     }
     SUBCASE("with skipping off everything counts") {
         read_all r(pre + start + constant("x"), {.skip_before_start = false});
-        CHECK(r.records.size() == 6);  // CONSTANT p, RELEASE p, CONSTANT q, BACKWARD, START, x
+        CHECK(r.records.size() == 6); // CONSTANT p, RELEASE p, CONSTANT q, BACKWARD, START, x
         CHECK(r.reader.stats().skipped_lines == 0);
         CHECK(r.reader.stats().reused_names == 0);
         CHECK(r.at<instr::annotate>(4).what == replay::annotation::start);
@@ -281,10 +283,10 @@ TEST_CASE("tolerated oddities are counted, and rejected in strict mode") {
         read_all r(start + constant("x") + release("x") + call1("f", "[]", "x") + copy("y", "x") +
                    release("y") + copy("y", "x"));
         CHECK(r.reader.stats().reused_names == 2);
-        CHECK(r.reader.name_count() == 2);  // the same ids again
+        CHECK(r.reader.name_count() == 2); // the same ids again
         CHECK(r.at<instr::call>(3).results[0].name == r.at<instr::constant>(1).name);
-        const auto e = error_of(start + constant("x") + release("x") + constant("x"),
-                                {.strict = true});
+        const auto e =
+            error_of(start + constant("x") + release("x") + constant("x"), {.strict = true});
         CHECK(e.line() == 5);
         CHECK(contains(e.what(), "CONSTANT \"x\" redefines a released name"));
     }
@@ -311,26 +313,34 @@ TEST_CASE("tolerated oddities are counted, and rejected in strict mode") {
 
 TEST_CASE("malformed logs are rejected with the line and the problem") {
     struct bad {
-        std::string text;   // START is prepended: line 1
+        std::string text; // START is prepended: line 1
         std::size_t line;
         std::string problem;
     };
     const bad cases[] = {
         // JSON and line shape
-        {"{\"INSTRUCTION\":\"RELEASE\",\"NAME\":\"x\"\n", 2, "bad JSON at column 36: unexpected end of input in object"},
-        {"{\"INSTRUCTION\":\"RELEASE\",\"NAME\":\"x\"} x\n", 2, "bad JSON at column 38: unexpected 'x' after the value"},
+        {"{\"INSTRUCTION\":\"RELEASE\",\"NAME\":\"x\"\n", 2,
+         "bad JSON at column 36: unexpected end of input in object"},
+        {"{\"INSTRUCTION\":\"RELEASE\",\"NAME\":\"x\"} x\n", 2,
+         "bad JSON at column 38: unexpected 'x' after the value"},
         {"[\"RELEASE\"]\n", 2, "line is not a JSON object (got array)"},
         {"{\"NAME\":\"x\"}\n", 2, "missing field \"INSTRUCTION\""},
         {"{\"INSTRUCTION\":7}\n", 2, "field \"INSTRUCTION\" must be a string, got number"},
         {"{\"INSTRUCTION\":\"FREE\",\"NAME\":\"x\"}\n", 2, "unknown INSTRUCTION \"FREE\""},
-        {"{\"INSTRUCTION\":\"RELEASE\",\"NAME\":\"x\",\"WHY\":\"\"}\n", 2, "unknown field \"WHY\" in a RELEASE line"},
-        {"{\"INSTRUCTION\":\"RELEASE\",\"NAME\":\"x\",\"NAME\":\"y\"}\n", 2, "duplicate field \"NAME\""},
+        {"{\"INSTRUCTION\":\"RELEASE\",\"NAME\":\"x\",\"WHY\":\"\"}\n", 2,
+         "unknown field \"WHY\" in a RELEASE line"},
+        {"{\"INSTRUCTION\":\"RELEASE\",\"NAME\":\"x\",\"NAME\":\"y\"}\n", 2,
+         "duplicate field \"NAME\""},
         {"{\"INSTRUCTION\":\"RELEASE\"}\n", 2, "RELEASE line is missing field \"NAME\""},
-        {"{\"INSTRUCTION\":\"RELEASE\",\"NAME\":\"x\",\"SRC\":\"y\"}\n", 2, "field \"SRC\" does not belong in a RELEASE line"},
-        {"{\"INSTRUCTION\":\"RELEASE\",\"NAME\":[\"x\"]}\n", 2, "field \"NAME\" must be a string (a name), got array"},
+        {"{\"INSTRUCTION\":\"RELEASE\",\"NAME\":\"x\",\"SRC\":\"y\"}\n", 2,
+         "field \"SRC\" does not belong in a RELEASE line"},
+        {"{\"INSTRUCTION\":\"RELEASE\",\"NAME\":[\"x\"]}\n", 2,
+         "field \"NAME\" must be a string (a name), got array"},
         {"{\"INSTRUCTION\":\"RELEASE\",\"NAME\":\"\"}\n", 2, "field \"NAME\" is an empty name"},
-        {"{\"ANNOTATION\":\"MIDDLE\",\"INSTRUCTION\":\"ANNOTATE\"}\n", 2, "ANNOTATION \"MIDDLE\" is neither START nor BACKWARD"},
-        {"{\"ANNOTATION\":1,\"INSTRUCTION\":\"ANNOTATE\"}\n", 2, "field \"ANNOTATION\" must be a string, got number"},
+        {"{\"ANNOTATION\":\"MIDDLE\",\"INSTRUCTION\":\"ANNOTATE\"}\n", 2,
+         "ANNOTATION \"MIDDLE\" is neither START nor BACKWARD"},
+        {"{\"ANNOTATION\":1,\"INSTRUCTION\":\"ANNOTATE\"}\n", 2,
+         "field \"ANNOTATION\" must be a string, got number"},
         // numbers
         {constant("x", "lots"), 3, "MEMORY \"lots\" is not a decimal integer"},
         {constant("x", "-8"), 3, "MEMORY must not be negative, got \"-8\""},
@@ -338,49 +348,85 @@ TEST_CASE("malformed logs are rejected with the line and the problem") {
         {constant("x", ""), 3, "MEMORY \"\" is not a decimal integer"},
         {constant("x", " 8"), 3, "MEMORY \" 8\" is not a decimal integer"},
         {constant("x", "+8"), 3, "MEMORY \"+8\" is not a decimal integer"},
-        {constant("x", "99999999999999999999"), 3, "MEMORY \"99999999999999999999\" is out of range"},
-        {"{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"x\"}\n{\"INSTRUCTION\":\"MEMORY\",\"MEMORY\":8,\"NAME\":\"x\"}\n", 3, "MEMORY must be a string holding a decimal integer, got number"},
-        {constant("x") + call_line("f", list({"x"}), list({"y"}), "-3"), 4, "TIME must not be negative, got \"-3\""},
-        {constant("x") + call_line("f", list({"x"}), list({"y"}), "fast"), 4, "TIME \"fast\" is not a decimal integer"},
+        {constant("x", "99999999999999999999"), 3,
+         "MEMORY \"99999999999999999999\" is out of range"},
+        {"{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"x\"}\n{\"INSTRUCTION\":\"MEMORY\",\"MEMORY\":8,"
+         "\"NAME\":\"x\"}\n",
+         3, "MEMORY must be a string holding a decimal integer, got number"},
+        {constant("x") + call_line("f", list({"x"}), list({"y"}), "-3"), 4,
+         "TIME must not be negative, got \"-3\""},
+        {constant("x") + call_line("f", list({"x"}), list({"y"}), "fast"), 4,
+         "TIME \"fast\" is not a decimal integer"},
         // lists
-        {call_line("f", "\"x\"", list({"y"})), 2, "field \"ARGS\" must be a list of names, got string"},
-        {call_line("f", "[1]", list({"y"})), 2, "ARGS entry 0 must be a string (a name), got number"},
+        {call_line("f", "\"x\"", list({"y"})), 2,
+         "field \"ARGS\" must be a list of names, got string"},
+        {call_line("f", "[1]", list({"y"})), 2,
+         "ARGS entry 0 must be a string (a name), got number"},
         {call_line("f", "[]", "[\"y\",\"\"]"), 2, "RESULT entry 1 is an empty name"},
-        {constant("x") + mutate("f_", list({"x"}), "0"), 4, "field \"MUTATE\" must be a list of indices, got number"},
-        {constant("x") + mutate("f_", list({"x"}), "[\"0\"]"), 4, "MUTATE entry 0 must be an integer index into ARGS, got string"},
-        {constant("x") + mutate("f_", list({"x"}), "[0.5]"), 4, "MUTATE entry 0 must be an integer index into ARGS, got a non-integral number"},
-        {constant("x") + mutate("f_", list({"x"}), "[1]"), 4, "MUTATE index 1 is out of range: the line has 1 ARGS"},
+        {constant("x") + mutate("f_", list({"x"}), "0"), 4,
+         "field \"MUTATE\" must be a list of indices, got number"},
+        {constant("x") + mutate("f_", list({"x"}), "[\"0\"]"), 4,
+         "MUTATE entry 0 must be an integer index into ARGS, got string"},
+        {constant("x") + mutate("f_", list({"x"}), "[0.5]"), 4,
+         "MUTATE entry 0 must be an integer index into ARGS, got a non-integral number"},
+        {constant("x") + mutate("f_", list({"x"}), "[1]"), 4,
+         "MUTATE index 1 is out of range: the line has 1 ARGS"},
         {constant("x") + mutate("f_", list({"x"}), "[-1]"), 4, "MUTATE index -1 is out of range"},
-        {constant("x") + mutate("f_", list({"x", "x"}), "[1,1]"), 4, "MUTATE index 1 is listed twice"},
+        {constant("x") + mutate("f_", list({"x", "x"}), "[1,1]"), 4,
+         "MUTATE index 1 is listed twice"},
         // ALIAS
-        {constant("x") + call1("f", list({"x"}), "y", "8", "1"), 6, "ALIAS 1 of \"y\" is out of range: the CALL at line 4 has 1 ARGS"},
+        {constant("x") + call1("f", list({"x"}), "y", "8", "1"), 6,
+         "ALIAS 1 of \"y\" is out of range: the CALL at line 4 has 1 ARGS"},
         {constant("x") + call1("f", list({"x"}), "y", "8", "-2"), 6, "ALIAS -2 is out of range"},
-        {constant("x") + call1("f", list({"x"}), "y", "8", "zero"), 6, "ALIAS \"zero\" is not an integer"},
-        {constant("x") + call1("f", list({"x"}), "y", "8", "99999999999999999999"), 6, "ALIAS \"99999999999999999999\" is out of range"},
+        {constant("x") + call1("f", list({"x"}), "y", "8", "zero"), 6,
+         "ALIAS \"zero\" is not an integer"},
+        {constant("x") + call1("f", list({"x"}), "y", "8", "99999999999999999999"), 6,
+         "ALIAS \"99999999999999999999\" is out of range"},
         // groups
-        {"{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"x\"}\n" + release("x"), 3, "expected MEMORY for \"x\" of the CONSTANT at line 2, got RELEASE"},
-        {"{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"x\"}\n" + memory("y", "8"), 3, "MEMORY line names \"y\", expected \"x\" (the CONSTANT at line 2)"},
-        {"{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"x\"}\n", 2, "truncated log: end of input inside the CONSTANT group of this line (expected MEMORY for \"x\")"},
-        {call_line("f", "[]", list({"a", "b"})) + alias("a", "-1"), 3, "expected MEMORY for \"a\" of the CALL at line 2, got ALIAS"},
-        {call_line("f", "[]", list({"a", "b"})) + memory("b", "8"), 3, "MEMORY line names \"b\", expected \"a\""},
-        {call_line("f", "[]", list({"a", "b"})) + memory("a", "8") + memory("a", "8"), 4, "expected ALIAS for \"a\" of the CALL at line 2, got MEMORY"},
-        {call_line("f", "[]", list({"a", "b"})) + memory("a", "8") + alias("b", "-1"), 4, "ALIAS line names \"b\", expected \"a\""},
-        {call_line("f", "[]", list({"a", "b"})) + memory("a", "8") + alias("a", "-1") + memory("b", "8"), 2, "truncated log: end of input inside the CALL group of this line (expected ALIAS for \"b\")"},
+        {"{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"x\"}\n" + release("x"), 3,
+         "expected MEMORY for \"x\" of the CONSTANT at line 2, got RELEASE"},
+        {"{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"x\"}\n" + memory("y", "8"), 3,
+         "MEMORY line names \"y\", expected \"x\" (the CONSTANT at line 2)"},
+        {"{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"x\"}\n", 2,
+         "truncated log: end of input inside the CONSTANT group of this line (expected MEMORY for "
+         "\"x\")"},
+        {call_line("f", "[]", list({"a", "b"})) + alias("a", "-1"), 3,
+         "expected MEMORY for \"a\" of the CALL at line 2, got ALIAS"},
+        {call_line("f", "[]", list({"a", "b"})) + memory("b", "8"), 3,
+         "MEMORY line names \"b\", expected \"a\""},
+        {call_line("f", "[]", list({"a", "b"})) + memory("a", "8") + memory("a", "8"), 4,
+         "expected ALIAS for \"a\" of the CALL at line 2, got MEMORY"},
+        {call_line("f", "[]", list({"a", "b"})) + memory("a", "8") + alias("b", "-1"), 4,
+         "ALIAS line names \"b\", expected \"a\""},
+        {call_line("f", "[]", list({"a", "b"})) + memory("a", "8") + alias("a", "-1") +
+             memory("b", "8"),
+         2,
+         "truncated log: end of input inside the CALL group of this line (expected ALIAS for "
+         "\"b\")"},
         {call_line("f", "[]", list({"a", "a"})), 2, "RESULT lists \"a\" twice"},
         {memory("x", "8"), 2, "MEMORY line outside a CONSTANT or CALL group"},
         {constant("x") + alias("x", "-1"), 4, "ALIAS line outside a CALL group"},
         // names
-        {call1("f", list({"nope"}), "y"), 2, "argument \"nope\" of CALL \"f\" is used before it is defined"},
-        {constant("x") + release("x") + call1("f", list({"x"}), "y"), 5, "argument \"x\" of CALL \"f\" is used after its RELEASE"},
-        {mutate("relu_", list({"nope"}), "[0]"), 2, "argument \"nope\" of MUTATE \"relu_\" is used before it is defined"},
+        {call1("f", list({"nope"}), "y"), 2,
+         "argument \"nope\" of CALL \"f\" is used before it is defined"},
+        {constant("x") + release("x") + call1("f", list({"x"}), "y"), 5,
+         "argument \"x\" of CALL \"f\" is used after its RELEASE"},
+        {mutate("relu_", list({"nope"}), "[0]"), 2,
+         "argument \"nope\" of MUTATE \"relu_\" is used before it is defined"},
         {copy("y", "nope"), 2, "COPY source \"nope\" is used before it is defined"},
-        {constant("x") + copy("x", "x"), 4, "COPY destination \"x\" is already bound (redefinition)"},
+        {constant("x") + copy("x", "x"), 4,
+         "COPY destination \"x\" is already bound (redefinition)"},
         {constant("x") + constant("x"), 4, "CONSTANT \"x\" is already bound (redefinition)"},
-        {constant("x") + call1("f", list({"x"}), "x"), 4, "CALL result \"x\" is already bound (redefinition)"},
-        {constant("x") + copy_from("nope", "x"), 4, "COPY_FROM destination \"nope\" is used before it is defined"},
-        {constant("x") + constant("y") + release("y") + copy_from("x", "y"), 7, "COPY_FROM source \"y\" is used after its RELEASE"},
-        {constant("x") + release("x") + release("x"), 5, "RELEASE of \"x\", which is already released"},
-        {release(R"(we\"ird)") + constant("x") + release("x") + release("x"), 6, "RELEASE of \"x\", which is already released"},
+        {constant("x") + call1("f", list({"x"}), "x"), 4,
+         "CALL result \"x\" is already bound (redefinition)"},
+        {constant("x") + copy_from("nope", "x"), 4,
+         "COPY_FROM destination \"nope\" is used before it is defined"},
+        {constant("x") + constant("y") + release("y") + copy_from("x", "y"), 7,
+         "COPY_FROM source \"y\" is used after its RELEASE"},
+        {constant("x") + release("x") + release("x"), 5,
+         "RELEASE of \"x\", which is already released"},
+        {release(R"(we\"ird)") + constant("x") + release("x") + release("x"), 6,
+         "RELEASE of \"x\", which is already released"},
     };
     for (const auto& c : cases) {
         CAPTURE(c.text);
@@ -445,8 +491,8 @@ TEST_CASE("the eight published logs read cleanly with the expected counts") {
     }
     struct expected {
         const char* prefix;
-        std::size_t lines, annotate, constant, call, mutate, copy, copy_from, release,
-            results, views, bound_at_end;
+        std::size_t lines, annotate, constant, call, mutate, copy, copy_from, release, results,
+            views, bound_at_end;
     };
     const expected logs[] = {
         {"inceptionv4-64-", 17138, 2, 1049, 1109, 149, 4026, 0, 5738, 2008, 88, 1345},
@@ -478,7 +524,7 @@ TEST_CASE("the eight published logs read cleanly with the expected counts") {
                 if (records++ == 0) first_line = r.line;
             }
             const auto& s = reader.stats();
-            CHECK(first_line == 1);  // every published log opens with ANNOTATE START
+            CHECK(first_line == 1); // every published log opens with ANNOTATE START
             CHECK(s.lines == want->lines);
             CHECK(s.annotates == want->annotate);
             CHECK(s.constants == want->constant);

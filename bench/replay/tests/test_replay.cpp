@@ -17,8 +17,9 @@
 namespace {
 
 dtr::replay::trace trace_of(const std::string& text) {
-    const auto path = std::filesystem::temp_directory_path() /
-                      ("dtr_test_replay_" + std::to_string(std::hash<std::string>{}(text)) + ".log");
+    const auto path =
+        std::filesystem::temp_directory_path() /
+        ("dtr_test_replay_" + std::to_string(std::hash<std::string>{}(text)) + ".log");
     {
         std::ofstream out(path);
         out << text;
@@ -67,9 +68,10 @@ TEST_CASE("an unlimited replay computes every operator once") {
 
 TEST_CASE("a budgeted replay recomputes and reports the slowdown") {
     // w -> a -> b -> c; d = k(c, a) evicts b; e = m(b) must recompute it.
-    std::string log = "{\"INSTRUCTION\":\"ANNOTATE\",\"ANNOTATION\":\"START\"}\n"
-                      "{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"w\"}\n"
-                      "{\"INSTRUCTION\":\"MEMORY\",\"NAME\":\"w\",\"MEMORY\":\"100\"}\n";
+    std::string log =
+        "{\"INSTRUCTION\":\"ANNOTATE\",\"ANNOTATION\":\"START\"}\n"
+        "{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"w\"}\n"
+        "{\"INSTRUCTION\":\"MEMORY\",\"NAME\":\"w\",\"MEMORY\":\"100\"}\n";
     auto call = [&](const char* out, const char* args, int time) {
         log += std::string("{\"INSTRUCTION\":\"CALL\",\"NAME\":\"op\",\"ARGS\":[") + args +
                "],\"RESULT\":[\"" + out + "\"],\"TIME\":\"" + std::to_string(time) + "\"}\n" +
@@ -86,7 +88,8 @@ TEST_CASE("a budgeted replay recomputes and reports the slowdown") {
     const auto t = trace_of(log);
     const auto base = dtr::replay::run_replay<dtr::heuristics::dtr_local>(t, {.thrash_limit = 0});
     CHECK(base.peak_resident == 600);
-    const auto r = dtr::replay::run_replay<dtr::heuristics::dtr_local>(t, {.budget = 400, .baseline_compute = base.compute});
+    const auto r = dtr::replay::run_replay<dtr::heuristics::dtr_local>(
+        t, {.budget = 400, .baseline_compute = base.compute});
     CHECK(r.status == dtr::replay::status::ok);
     CHECK(r.peak_resident <= 400);
     CHECK(r.stats.rematerializations == 1);
@@ -95,7 +98,8 @@ TEST_CASE("a budgeted replay recomputes and reports the slowdown") {
 
 TEST_CASE("an impossible budget is oom, a tight one may thrash") {
     const auto t = trace_of(chain_log);
-    const auto oom = dtr::replay::run_replay<dtr::heuristics::dtr_local>(t, {.budget = 150, .baseline_compute = 66});
+    const auto oom = dtr::replay::run_replay<dtr::heuristics::dtr_local>(
+        t, {.budget = 150, .baseline_compute = 66});
     CHECK(oom.status == dtr::replay::status::oom);
     CHECK(oom.error.find("out of memory") != std::string::npos);
     // A thrash limit below 1 stops at the first operator.
@@ -105,7 +109,8 @@ TEST_CASE("an impossible budget is oom, a tight one may thrash") {
 }
 
 TEST_CASE("malformed logs are parse errors naming file and line") {
-    CHECK_THROWS_AS(trace_of("{\"INSTRUCTION\":\"ANNOTATE\",\"ANNOTATION\":\"START\"}\n{\"INSTRUCTION\":\"RELEASE\"}\n"),
+    CHECK_THROWS_AS(trace_of("{\"INSTRUCTION\":\"ANNOTATE\",\"ANNOTATION\":\"START\"}\n{"
+                             "\"INSTRUCTION\":\"RELEASE\"}\n"),
                     dtr::parse_error);
     try {
         trace_of("{\"INSTRUCTION\":\"ANNOTATE\",\"ANNOTATION\":\"START\"}\nnot json\n");
@@ -117,13 +122,15 @@ TEST_CASE("malformed logs are parse errors naming file and line") {
 
 TEST_CASE("the published logs replay as the published simulator reports") {
     const char* shared = std::getenv("DTR_SHARED");
-    const std::filesystem::path dir = shared ? std::filesystem::path(shared) / "dtr-logs" : std::filesystem::path();
+    const std::filesystem::path dir =
+        shared ? std::filesystem::path(shared) / "dtr-logs" : std::filesystem::path();
     if (shared == nullptr || !std::filesystem::exists(dir)) {
         MESSAGE("skipped: DTR_SHARED/dtr-logs not present");
         return;
     }
     // ResNet-32 with h_DTR^local and LRU: the reference's figures (reference/simrd-paper-logs.json).
-    const auto t = dtr::replay::load_trace(dir / "resnet32-56-9000000000.0-2020-10-1-13-3-30-default.log");
+    const auto t =
+        dtr::replay::load_trace(dir / "resnet32-56-9000000000.0-2020-10-1-13-3-30-default.log");
     const auto base = dtr::replay::run_replay<dtr::heuristics::dtr_local>(
         t, {.dealloc = dtr::dealloc_policy::banish, .thrash_limit = 0, .keep_constants = false});
     CHECK(base.peak_resident / 1e6 == doctest::Approx(10061.2).epsilon(1e-5));
@@ -133,28 +140,36 @@ TEST_CASE("the published logs replay as the published simulator reports") {
             t, {.budget = static_cast<std::size_t>(ratio * static_cast<double>(base.peak_resident)),
                 .baseline_compute = base.compute});
     };
-    CHECK(at(dtr::heuristics::dtr_local{}, 0.9).slowdown(base.compute) == doctest::Approx(1.0131).epsilon(1e-3));
-    CHECK(at(dtr::heuristics::dtr_local{}, 0.5).slowdown(base.compute) == doctest::Approx(1.1965).epsilon(1e-3));
+    CHECK(at(dtr::heuristics::dtr_local{}, 0.9).slowdown(base.compute) ==
+          doctest::Approx(1.0131).epsilon(1e-3));
+    CHECK(at(dtr::heuristics::dtr_local{}, 0.5).slowdown(base.compute) ==
+          doctest::Approx(1.1965).epsilon(1e-3));
     CHECK(at(dtr::heuristics::dtr_local{}, 0.4).status == dtr::replay::status::thrash);
     CHECK(at(dtr::heuristics::dtr_local{}, 0.1).status == dtr::replay::status::oom);
-    CHECK(at(dtr::heuristics::lru{}, 0.7).slowdown(base.compute) == doctest::Approx(1.0952).epsilon(1e-3));
+    CHECK(at(dtr::heuristics::lru{}, 0.7).slowdown(base.compute) ==
+          doctest::Approx(1.0952).epsilon(1e-3));
 }
 
 TEST_CASE("arena replays: the region is the budget, and windows evict less than one by one") {
     const char* shared = std::getenv("DTR_SHARED");
-    const std::filesystem::path dir = shared ? std::filesystem::path(shared) / "dtr-logs" : std::filesystem::path();
+    const std::filesystem::path dir =
+        shared ? std::filesystem::path(shared) / "dtr-logs" : std::filesystem::path();
     if (shared == nullptr || !std::filesystem::exists(dir)) {
         MESSAGE("skipped: DTR_SHARED/dtr-logs not present");
         return;
     }
     // LSTM at 0.5 under dtr_eqclass (docs/results.md, "Fragmentation-aware eviction").
-    const auto t = dtr::replay::load_trace(dir / "lstm-128-11000000000.0-2020-10-1-16-38-52-default.log");
+    const auto t =
+        dtr::replay::load_trace(dir / "lstm-128-11000000000.0-2020-10-1-16-38-52-default.log");
     const auto base = dtr::replay::run_replay<dtr::heuristics::dtr_eqclass>(
         t, {.dealloc = dtr::dealloc_policy::banish, .thrash_limit = 0, .keep_constants = false});
     const auto budget = static_cast<std::size_t>(0.5 * static_cast<double>(base.peak_resident));
     auto on_arena = [&](dtr::fragmentation_policy policy) {
         return dtr::replay::run_replay<dtr::heuristics::dtr_eqclass>(
-            t, {.budget = budget, .baseline_compute = base.compute, .arena_alignment = 256, .fragmentation = policy});
+            t, {.budget = budget,
+                .baseline_compute = base.compute,
+                .arena_alignment = 256,
+                .fragmentation = policy});
     };
     const auto logical = dtr::replay::run_replay<dtr::heuristics::dtr_eqclass>(
         t, {.budget = budget, .baseline_compute = base.compute});

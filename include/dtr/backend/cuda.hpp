@@ -102,13 +102,16 @@ public:
     //!         dtr::cuda_error when there is no usable device or the stream is invalid.
     cuda_backend(std::size_t capacity, cudaStream_t stream, cuda_backend_options options = {})
         : stream_(stream), arena_(capacity, alignment) {
-        DTR_EXPECTS(arena_.capacity() != 0, "cuda_backend: a region of " + std::to_string(capacity) +
+        DTR_EXPECTS(arena_.capacity() != 0, "cuda_backend: a region of " +
+                                                std::to_string(capacity) +
                                                 " bytes holds no 256-byte block");
         DTR_CUDA_TRY(cudaGetDevice(&device_));
         // A bad stream fails here, named, rather than at the first operator.
-        if (const cudaError_t e = cudaStreamQuery(stream); e != cudaSuccess && e != cudaErrorNotReady)
-            detail::throw_cuda_error(e, "cudaStreamQuery(stream) (checking the stream given to cuda_backend)",
-                                     __FILE__, __LINE__);
+        if (const cudaError_t e = cudaStreamQuery(stream);
+            e != cudaSuccess && e != cudaErrorNotReady)
+            detail::throw_cuda_error(
+                e, "cudaStreamQuery(stream) (checking the stream given to cuda_backend)", __FILE__,
+                __LINE__);
         reserve_region();
         try {
             slots_.resize(options.timing_slots);
@@ -130,10 +133,16 @@ public:
     }
 
     cuda_backend(cuda_backend&& other) noexcept
-        : stream_(other.stream_), device_(other.device_), arena_(std::move(other.arena_)),
-          base_(std::exchange(other.base_, nullptr)), slots_(std::move(other.slots_)),
-          head_(std::exchange(other.head_, 0)), in_flight_(std::exchange(other.in_flight_, 0)),
-          ready_(std::move(other.ready_)), refusals_(other.refusals_), tier_(other.tier_),
+        : stream_(other.stream_),
+          device_(other.device_),
+          arena_(std::move(other.arena_)),
+          base_(std::exchange(other.base_, nullptr)),
+          slots_(std::move(other.slots_)),
+          head_(std::exchange(other.head_, 0)),
+          in_flight_(std::exchange(other.in_flight_, 0)),
+          ready_(std::move(other.ready_)),
+          refusals_(other.refusals_),
+          tier_(other.tier_),
           copy_stream_(std::exchange(other.copy_stream_, nullptr)),
           compute_done_(std::exchange(other.compute_done_, nullptr)),
           copy_done_(std::exchange(other.copy_done_, nullptr)) {
@@ -177,7 +186,8 @@ public:
     //! Throws: dtr::cuda_error.
     void copy(pointer dst, const_pointer src, std::size_t bytes) {
         if (bytes != 0)
-            DTR_CUDA_TRY(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, stream_));
+            DTR_CUDA_TRY(
+                cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, stream_));
     }
 
     //! @brief Runs the operator body (which enqueues work on stream()), starts a measurement
@@ -202,12 +212,13 @@ public:
         // cudaErrorNotReady is no launch error: an event or stream query inside the body (a
         // victim search collecting costs) may leave it behind.
         if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess && e != cudaErrorNotReady)
-            detail::throw_cuda_error(e, "the operator's kernel launches (cudaGetLastError after the body)",
-                                     __FILE__, __LINE__);
+            detail::throw_cuda_error(
+                e, "the operator's kernel launches (cudaGetLastError after the body)", __FILE__,
+                __LINE__);
         if (slot != nullptr) DTR_CUDA_TRY(cudaEventRecord(slot->stop, stream_));
-        const auto host = static_cast<cost_t>(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
-                .count());
+        const auto host = static_cast<cost_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                  std::chrono::steady_clock::now() - start)
+                                                  .count());
         if (slot != nullptr)
             ++in_flight_; // the measurement starts only now that nothing can throw
         else
@@ -314,13 +325,18 @@ public:
         void* bytes = nullptr;
     };
     [[nodiscard]] bool has_host_tier() const noexcept { return copy_stream_ != nullptr; }
-    [[nodiscard]] bool host_room(std::size_t bytes) const noexcept { return has_host_tier() && tier_.room(bytes); }
-    [[nodiscard]] cost_t transfer_cost(std::size_t bytes) const noexcept { return tier_.cost(bytes); }
+    [[nodiscard]] bool host_room(std::size_t bytes) const noexcept {
+        return has_host_tier() && tier_.room(bytes);
+    }
+    [[nodiscard]] cost_t transfer_cost(std::size_t bytes) const noexcept {
+        return tier_.cost(bytes);
+    }
     [[nodiscard]] bool transfers_overlap() const noexcept { return true; }
     //! @brief A pinned host block filled from `src` on the copy stream, after the work on
     //! stream(); stream() waits for it before reusing the block.
     //! Throws: dtr::cuda_error (cudaErrorMemoryAllocation when pinned memory runs out).
-    [[nodiscard]] copy_out_result<host_copy> copy_out(const_pointer src, std::size_t bytes, cost_t now) {
+    [[nodiscard]] copy_out_result<host_copy> copy_out(const_pointer src, std::size_t bytes,
+                                                      cost_t now) {
         void* p = nullptr;
         DTR_CUDA_TRY(cudaHostAlloc(&p, bytes == 0 ? 1 : bytes, cudaHostAllocDefault));
         try {
@@ -374,7 +390,8 @@ private:
             base_ = static_cast<std::byte*>(p);
             return;
         }
-        if (e != cudaErrorMemoryAllocation) detail::throw_cuda_error(e, "cudaMalloc(region)", __FILE__, __LINE__);
+        if (e != cudaErrorMemoryAllocation)
+            detail::throw_cuda_error(e, "cudaMalloc(region)", __FILE__, __LINE__);
         (void)cudaGetLastError();
         std::size_t free = 0, total = 0;
         if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
@@ -386,8 +403,8 @@ private:
         d.free_total = free;
         throw cuda_out_of_memory("dtr: cuda_backend: cannot reserve a region of " +
                                      std::to_string(arena_.capacity()) + " bytes on device " +
-                                     std::to_string(device_) + " (" + std::to_string(free) + " of " +
-                                     std::to_string(total) + " bytes free): CUDA error " +
+                                     std::to_string(device_) + " (" + std::to_string(free) +
+                                     " of " + std::to_string(total) + " bytes free): CUDA error " +
                                      detail::cuda_error_text(e) + " in cudaMalloc(region) [" +
                                      detail::cuda_error_location(__FILE__, __LINE__) + ']',
                                  d);
@@ -408,7 +425,8 @@ private:
         } else if (const cudaError_t e = cudaEventQuery(s.stop); e == cudaErrorNotReady) {
             return false;
         } else if (e != cudaSuccess) {
-            detail::throw_cuda_error(e, "cudaEventQuery(stop) (an operator measured earlier)", __FILE__, __LINE__);
+            detail::throw_cuda_error(e, "cudaEventQuery(stop) (an operator measured earlier)",
+                                     __FILE__, __LINE__);
         }
         float ms = 0.0F;
         DTR_CUDA_TRY(cudaEventElapsedTime(&ms, s.start, s.stop));

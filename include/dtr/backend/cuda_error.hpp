@@ -42,8 +42,7 @@ private:
 //! for and details().free_total the device's free memory at the time, when known.
 class cuda_out_of_memory : public out_of_memory {
 public:
-    cuda_out_of_memory(std::string message, details d)
-        : out_of_memory(std::move(message), d) {}
+    cuda_out_of_memory(std::string message, details d) : out_of_memory(std::move(message), d) {}
     //! @brief Always cudaErrorMemoryAllocation; for symmetry with cuda_error.
     [[nodiscard]] static constexpr cudaError_t code() noexcept { return cudaErrorMemoryAllocation; }
 };
@@ -84,9 +83,9 @@ inline std::string cuda_error_location(const char* file, int line) {
 //! @brief Evaluates `call` (an expression of type cudaError_t) once and throws, unless it
 //! returned cudaSuccess: dtr::cuda_out_of_memory for cudaErrorMemoryAllocation, otherwise
 //! dtr::cuda_error. The message names the error, the call's text, the file and the line.
-#define DTR_CUDA_TRY(call)                                                                  \
-    do {                                                                                    \
-        const cudaError_t dtr_cuda_status_ = (call);                                        \
-        if (dtr_cuda_status_ != cudaSuccess) [[unlikely]]                                   \
-            ::dtr::detail::throw_cuda_error(dtr_cuda_status_, #call, __FILE__, __LINE__);   \
+#define DTR_CUDA_TRY(call)                                                                \
+    do {                                                                                  \
+        const cudaError_t dtr_cuda_status_ = (call);                                      \
+        if (dtr_cuda_status_ != cudaSuccess) [[unlikely]]                                 \
+            ::dtr::detail::throw_cuda_error(dtr_cuda_status_, #call, __FILE__, __LINE__); \
     } while (false)

@@ -30,8 +30,9 @@ public:
     constexpr explicit device_pointer(Byte* address) noexcept : address_(address) {}
     //! @brief A read-only pointer from a writable one.
     template <class Other>
-        requires(std::is_const_v<Byte> && std::is_same_v<Other, std::remove_const_t<Byte>>)
-    constexpr device_pointer(device_pointer<Other> other) noexcept // NOLINT: implicit, like T* -> const T*
+        requires(std::is_const_v<Byte>&& std::is_same_v<Other, std::remove_const_t<Byte>>)
+    constexpr device_pointer(
+        device_pointer<Other> other) noexcept // NOLINT: implicit, like T* -> const T*
         : address_(other.get()) {}
 
     //! @brief The raw device address, for APIs that take one (cudaMemcpyAsync, cuBLAS).

@@ -64,7 +64,8 @@ public:
                              (site == fault_site::before_body ? "before" : "after") +
                              " the body of execution #" + std::to_string(execution) +
                              " (fault_injecting_backend)"),
-          site_(site), execution_(execution) {}
+          site_(site),
+          execution_(execution) {}
     //! @brief Before or after the body ran.
     [[nodiscard]] fault_site site() const noexcept { return site_; }
     //! @brief Index of the failed execute() call, counting from 0 for this backend.
@@ -90,8 +91,12 @@ struct fault_counters {
     std::uint64_t executions = 0;         //!< execute() calls
     std::uint64_t faults_before_body = 0; //!< injected_fault thrown before the body
     std::uint64_t faults_after_body = 0;  //!< injected_fault thrown after the body
-    [[nodiscard]] std::uint64_t execution_faults() const noexcept { return faults_before_body + faults_after_body; }
-    [[nodiscard]] std::uint64_t total() const noexcept { return allocation_faults + execution_faults(); }
+    [[nodiscard]] std::uint64_t execution_faults() const noexcept {
+        return faults_before_body + faults_after_body;
+    }
+    [[nodiscard]] std::uint64_t total() const noexcept {
+        return allocation_faults + execution_faults();
+    }
 };
 
 //! @brief `Backend` with faults injected into its allocations and executions (see the file
@@ -132,10 +137,10 @@ public:
 
     //! @brief The placed allocation of the arena backends (runtime_options::placement),
     //! forwarded where Backend has it, with the same injected refusals as allocate(bytes).
-    [[nodiscard]] pointer allocate(std::size_t bytes, arena::placement where)
-        requires requires(Backend& b, std::size_t n, arena::placement w) {
-            { b.allocate(n, w) } -> std::same_as<pointer>;
-        }
+    [[nodiscard]] pointer allocate(std::size_t bytes, arena::placement where) requires
+        requires(Backend& b, std::size_t n, arena::placement w) {
+        { b.allocate(n, w) } -> std::same_as<pointer>;
+    }
     {
         ++counters_.allocations;
         if (enabled_ && draw(allocation_state_) < options_.allocation_fault_rate) {
@@ -203,9 +208,8 @@ public:
 
     //! @brief The wrapped backend's report, its `refusals` including the injected ones (the
     //! allocate() calls answered with null, as the runtime saw them).
-    [[nodiscard]] std::optional<memory_report> memory_info() const noexcept
-        requires reports_memory<Backend>
-    {
+    [[nodiscard]] std::optional<memory_report> memory_info() const noexcept requires
+        reports_memory<Backend> {
         std::optional<memory_report> r = upstream_.memory_info();
         if (r) r->refusals += counters_.allocation_faults;
         return r;
@@ -214,9 +218,7 @@ public:
     //! @brief The wrapped backend's collect_costs(), less the measurements of executions
     //! failed after their body (see execute()). Returns how many costs reached `sink`.
     template <class Sink>
-    std::size_t collect_costs(Sink&& sink, cost_collection mode)
-        requires deferred_costs<Backend>
-    {
+    std::size_t collect_costs(Sink&& sink, cost_collection mode) requires deferred_costs<Backend> {
         std::size_t forwarded = 0;
         upstream_.collect_costs(
             [&](cost_t cost) noexcept {
@@ -235,25 +237,18 @@ public:
     //! @brief dtr::reports_layout, forwarded: the wrapped backend's region. (An injected
     //! refusal may then come while a free block would hold the request; the runtime copes as
     //! with any refusal the layout does not explain: it evicts in heuristic order and retries.)
-    [[nodiscard]] bool has_layout() const noexcept
-        requires reports_layout<Backend>
-    {
+    [[nodiscard]] bool has_layout() const noexcept requires reports_layout<Backend> {
         return upstream_.has_layout();
     }
-    [[nodiscard]] std::size_t layout_alignment() const noexcept
-        requires reports_layout<Backend>
-    {
+    [[nodiscard]] std::size_t layout_alignment() const noexcept requires reports_layout<Backend> {
         return upstream_.layout_alignment();
     }
-    [[nodiscard]] std::size_t region_offset(const_pointer p) const noexcept
-        requires reports_layout<Backend>
-    {
+    [[nodiscard]] std::size_t region_offset(const_pointer p) const noexcept requires
+        reports_layout<Backend> {
         return upstream_.region_offset(p);
     }
     template <class Fn>
-    void for_each_block(Fn&& fn) const
-        requires reports_layout<Backend>
-    {
+    void for_each_block(Fn&& fn) const requires reports_layout<Backend> {
         upstream_.for_each_block(std::forward<Fn>(fn));
     }
 
@@ -263,8 +258,9 @@ public:
     //! Throws: dtr::logic_error when a rate is not in [0, 1] (options unchanged).
     void set_options(const fault_options& options) {
         auto check = [](double rate, const char* name) {
-            DTR_EXPECTS(rate >= 0.0 && rate <= 1.0, std::string("fault_injecting_backend: ") + name +
-                                                        " must be in [0, 1], not " + std::to_string(rate));
+            DTR_EXPECTS(rate >= 0.0 && rate <= 1.0, std::string("fault_injecting_backend: ") +
+                                                        name + " must be in [0, 1], not " +
+                                                        std::to_string(rate));
         };
         check(options.allocation_fault_rate, "allocation_fault_rate");
         check(options.execution_fault_rate, "execution_fault_rate");
@@ -289,69 +285,56 @@ public:
 
     // ---- forwarded statistics and device access -------------------------------------------
 
-    [[nodiscard]] decltype(auto) capacity() const noexcept
-        requires requires(const Backend& b) { b.capacity(); }
-    {
-        return upstream_.capacity();
+    [[nodiscard]] decltype(auto) capacity() const noexcept requires requires(const Backend& b) {
+        b.capacity();
     }
-    [[nodiscard]] decltype(auto) used_bytes() const noexcept
-        requires requires(const Backend& b) { b.used_bytes(); }
-    {
-        return upstream_.used_bytes();
+    { return upstream_.capacity(); }
+    [[nodiscard]] decltype(auto) used_bytes() const noexcept requires requires(const Backend& b) {
+        b.used_bytes();
     }
-    [[nodiscard]] decltype(auto) peak_bytes() const noexcept
-        requires requires(const Backend& b) { b.peak_bytes(); }
-    {
-        return upstream_.peak_bytes();
+    { return upstream_.used_bytes(); }
+    [[nodiscard]] decltype(auto) peak_bytes() const noexcept requires requires(const Backend& b) {
+        b.peak_bytes();
     }
+    { return upstream_.peak_bytes(); }
     //! @brief The wrapped backend's own refusals (not the injected ones: faults()).
-    [[nodiscard]] decltype(auto) refusals() const noexcept
-        requires requires(const Backend& b) { b.refusals(); }
-    {
-        return upstream_.refusals();
+    [[nodiscard]] decltype(auto) refusals() const noexcept requires requires(const Backend& b) {
+        b.refusals();
     }
-    [[nodiscard]] decltype(auto) layout() const noexcept
-        requires requires(const Backend& b) { b.layout(); }
-    {
-        return upstream_.layout();
+    { return upstream_.refusals(); }
+    [[nodiscard]] decltype(auto) layout() const noexcept requires requires(const Backend& b) {
+        b.layout();
     }
-    [[nodiscard]] decltype(auto) base() const noexcept
-        requires requires(const Backend& b) { b.base(); }
-    {
-        return upstream_.base();
+    { return upstream_.layout(); }
+    [[nodiscard]] decltype(auto) base() const noexcept requires requires(const Backend& b) {
+        b.base();
     }
-    [[nodiscard]] decltype(auto) stream() const noexcept
-        requires requires(const Backend& b) { b.stream(); }
-    {
-        return upstream_.stream();
+    { return upstream_.base(); }
+    [[nodiscard]] decltype(auto) stream() const noexcept requires requires(const Backend& b) {
+        b.stream();
     }
-    [[nodiscard]] decltype(auto) device() const noexcept
-        requires requires(const Backend& b) { b.device(); }
-    {
-        return upstream_.device();
+    { return upstream_.stream(); }
+    [[nodiscard]] decltype(auto) device() const noexcept requires requires(const Backend& b) {
+        b.device();
     }
-    [[nodiscard]] decltype(auto) measurements_in_flight() const noexcept
-        requires requires(const Backend& b) { b.measurements_in_flight(); }
-    {
-        return upstream_.measurements_in_flight();
+    { return upstream_.device(); }
+    [[nodiscard]] decltype(auto) measurements_in_flight() const noexcept requires
+        requires(const Backend& b) {
+        b.measurements_in_flight();
     }
+    { return upstream_.measurements_in_flight(); }
     template <class... Args>
-    decltype(auto) upload(Args&&... args)
-        requires requires(Backend& b) { b.upload(std::forward<Args>(args)...); }
-    {
-        return upstream_.upload(std::forward<Args>(args)...);
+    decltype(auto) upload(Args&&... args) requires requires(Backend& b) {
+        b.upload(std::forward<Args>(args)...);
     }
+    { return upstream_.upload(std::forward<Args>(args)...); }
     template <class... Args>
-    decltype(auto) download(Args&&... args)
-        requires requires(Backend& b) { b.download(std::forward<Args>(args)...); }
-    {
-        return upstream_.download(std::forward<Args>(args)...);
+    decltype(auto) download(Args&&... args) requires requires(Backend& b) {
+        b.download(std::forward<Args>(args)...);
     }
-    decltype(auto) synchronize()
-        requires requires(Backend& b) { b.synchronize(); }
-    {
-        return upstream_.synchronize();
-    }
+    { return upstream_.download(std::forward<Args>(args)...); }
+    decltype(auto) synchronize() requires requires(Backend& b) { b.synchronize(); }
+    { return upstream_.synchronize(); }
 
 private:
     //! SplitMix64: one uniform double in [0, 1) per call, identical on every platform.

@@ -41,7 +41,10 @@ public:
 
     //! @brief Effects: takes over `other`'s accounting (blocks stay valid; `other` counts none).
     host_backend(host_backend&& other) noexcept
-        : host_tier_holder(other), capacity_(other.capacity_), used_(other.used_), peak_(other.peak_) {
+        : host_tier_holder(other),
+          capacity_(other.capacity_),
+          used_(other.used_),
+          peak_(other.peak_) {
         other.used_ = 0;
     }
     host_backend& operator=(host_backend&&) = delete;
@@ -56,7 +59,8 @@ public:
     //! Complexity: one call to the global aligned operator new.
     [[nodiscard]] pointer allocate(std::size_t bytes) {
         if (bytes > capacity_ - used_) return nullptr;
-        auto* p = static_cast<pointer>(::operator new(bytes == 0 ? 1 : bytes, std::align_val_t{alignment}));
+        auto* p = static_cast<pointer>(
+            ::operator new (bytes == 0 ? 1 : bytes, std::align_val_t{alignment}));
         used_ += bytes;
         if (used_ > peak_) peak_ = used_;
         return p;
@@ -64,7 +68,7 @@ public:
 
     //! @brief Effects: gives back a block obtained from allocate(bytes).
     void deallocate(pointer p, std::size_t bytes) noexcept {
-        ::operator delete(p, std::align_val_t{alignment});
+        ::operator delete (p, std::align_val_t{alignment});
         used_ -= bytes;
     }
 
@@ -110,9 +114,11 @@ public:
     //! end, issued at `now` on the tier's copy stream).
     //! Throws: dtr::out_of_memory when the tier has no room; std::bad_alloc when the system
     //! allocator fails.
-    [[nodiscard]] copy_out_result<host_copy> copy_out(const_pointer src, std::size_t bytes, cost_t now) {
+    [[nodiscard]] copy_out_result<host_copy> copy_out(const_pointer src, std::size_t bytes,
+                                                      cost_t now) {
         if (!tier_.room(bytes)) throw out_of_memory("dtr: host_backend: the host tier is full", {});
-        auto* p = static_cast<std::byte*>(::operator new(bytes == 0 ? 1 : bytes, std::align_val_t{alignment}));
+        auto* p = static_cast<std::byte*>(
+            ::operator new (bytes == 0 ? 1 : bytes, std::align_val_t{alignment}));
         if (bytes != 0) std::memcpy(p, src, bytes);
         tier_.hold(bytes);
         const cost_t done = tier_.issue(bytes, now);
@@ -127,7 +133,7 @@ public:
     }
     //! @brief Effects: frees a host copy and its room in the tier.
     void free_host(host_copy& copy, std::size_t bytes) noexcept {
-        ::operator delete(copy.bytes, std::align_val_t{alignment});
+        ::operator delete (copy.bytes, std::align_val_t{alignment});
         copy.bytes = nullptr;
         tier_.release(bytes);
     }

@@ -56,18 +56,19 @@ public:
     //! Complexity: one call to the global aligned operator new.
     explicit host_arena_backend(std::size_t capacity)
         : arena_(capacity, alignment),
-          base_(arena_.capacity() == 0
-                    ? nullptr
-                    : static_cast<pointer>(::operator new(arena_.capacity(), std::align_val_t{alignment}))) {}
+          base_(arena_.capacity() == 0 ? nullptr
+                                       : static_cast<pointer>(::operator new (
+                                             arena_.capacity(), std::align_val_t{alignment}))) {}
 
     host_arena_backend(host_arena_backend&& other) noexcept
-        : arena_(std::move(other.arena_)), base_(std::exchange(other.base_, nullptr)),
+        : arena_(std::move(other.arena_)),
+          base_(std::exchange(other.base_, nullptr)),
           refusals_(other.refusals_) {}
     host_arena_backend& operator=(host_arena_backend&&) = delete;
     host_arena_backend(const host_arena_backend&) = delete;
     host_arena_backend& operator=(const host_arena_backend&) = delete;
     ~host_arena_backend() {
-        if (base_ != nullptr) ::operator delete(base_, std::align_val_t{alignment});
+        if (base_ != nullptr) ::operator delete (base_, std::align_val_t{alignment});
     }
 
     //! @brief The best-fit block for `bytes` (aligned to `alignment`), or nullptr when no free

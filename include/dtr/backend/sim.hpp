@@ -178,7 +178,8 @@ public:
     //! @brief Effects: queues the out-copy on the tier's copy stream at `now`.
     //! Returns: the copy, and when the device block is reusable (the transfer's end).
     //! Throws: dtr::out_of_memory when the tier has no room (the runtime checks first).
-    [[nodiscard]] copy_out_result<host_copy> copy_out(const_pointer, std::size_t bytes, cost_t now) {
+    [[nodiscard]] copy_out_result<host_copy> copy_out(const_pointer, std::size_t bytes,
+                                                      cost_t now) {
         if (!tier_.room(bytes)) throw out_of_memory("dtr: sim_backend: the host tier is full", {});
         tier_.hold(bytes);
         const cost_t done = tier_.issue(bytes, now);

@@ -7,11 +7,11 @@
 #include <dtr/arena.hpp>
 #include <dtr/concepts.hpp>
 #include <dtr/counters.hpp>
+#include <dtr/detail/dependency_graph.hpp>
+#include <dtr/detail/evictable_pool.hpp>
 #include <dtr/error.hpp>
 #include <dtr/memory_report.hpp>
 #include <dtr/options.hpp>
-#include <dtr/detail/dependency_graph.hpp>
-#include <dtr/detail/evictable_pool.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -77,9 +77,11 @@ auto budgeted_memory<Rt, Backend, Meta>::allocate(std::size_t bytes) -> pointer 
         pointer p{};
         try {
             // Outside an operator's run, the only allocations are constants'.
-            if constexpr (requires(Backend& b) { b.allocate(bytes, arena::placement::high); }) {
-                const bool high = options.placement == placement_policy::constants_high && !rt_.exec_.running();
-                p = rt_.backend_.allocate(bytes, high ? arena::placement::high : arena::placement::best_fit);
+            if constexpr (requires(Backend & b) { b.allocate(bytes, arena::placement::high); }) {
+                const bool high =
+                    options.placement == placement_policy::constants_high && !rt_.exec_.running();
+                p = rt_.backend_.allocate(
+                    bytes, high ? arena::placement::high : arena::placement::best_fit);
             } else {
                 p = rt_.backend_.allocate(bytes);
             }
@@ -95,7 +97,8 @@ auto budgeted_memory<Rt, Backend, Meta>::allocate(std::size_t bytes) -> pointer 
             stats.peak_resident_bytes = std::max(stats.peak_resident_bytes, stats.resident_bytes);
             ++stats.allocations;
             stats.bytes_allocated += bytes;
-            rt_.offload_.wait_for_freed_memory(); // offloaded victims' blocks: reusable once copied out
+            rt_.offload_
+                .wait_for_freed_memory(); // offloaded victims' blocks: reusable once copied out
             return p;
         }
         // The budget allows it but the backend has no block (fragmentation, or a capacity
@@ -140,19 +143,21 @@ void budgeted_memory<Rt, Backend, Meta>::shrink_to(std::size_t bytes) {
             d.requested = stats.resident_bytes - bytes; // the excess that could not be freed
             d.budget = bytes;
             d.resident = stats.resident_bytes;
-            throw out_of_memory("dtr: out of memory: cannot lower the budget to " + std::to_string(bytes) +
-                                    " bytes: " + std::to_string(stats.resident_bytes) +
-                                    " bytes resident and nothing evictable is left (budget kept at " +
-                                    std::to_string(rt_.options_.budget) + ")",
-                                d);
+            throw out_of_memory(
+                "dtr: out of memory: cannot lower the budget to " + std::to_string(bytes) +
+                    " bytes: " + std::to_string(stats.resident_bytes) +
+                    " bytes resident and nothing evictable is left (budget kept at " +
+                    std::to_string(rt_.options_.budget) + ")",
+                d);
         }
         rt_.pool_.evict(victim, false);
     }
 }
 
 template <class Rt, class Backend, class Meta>
-void budgeted_memory<Rt, Backend, Meta>::throw_out_of_memory(std::size_t bytes, bool backend_refused,
-                                                              bool system_refused) const {
+void budgeted_memory<Rt, Backend, Meta>::throw_out_of_memory(std::size_t bytes,
+                                                             bool backend_refused,
+                                                             bool system_refused) const {
     out_of_memory::details d;
     d.requested = bytes;
     d.budget = rt_.options_.budget;
@@ -179,11 +184,13 @@ void budgeted_memory<Rt, Backend, Meta>::throw_out_of_memory(std::size_t bytes, 
     std::ostringstream msg;
     msg << "dtr: out of memory: cannot allocate " << bytes << " bytes";
     if (rt_.exec_.running())
-        msg << " for operator #" << rt_.exec_.running_op().id << (rt_.exec_.rematerializing() ? " (rematerializing it)" : "");
-    msg << " under a budget of " << d.budget << " bytes; " << d.resident << " bytes resident, of which "
-        << d.pinned << " bytes in " << d.pinned_storages << " storages cannot be evicted (pinned: "
-        << pinned << ", constants: " << constants << ", without a recipe: " << unrecipied
-        << ") and " << in_flight << " bytes are buffers of the running operator";
+        msg << " for operator #" << rt_.exec_.running_op().id
+            << (rt_.exec_.rematerializing() ? " (rematerializing it)" : "");
+    msg << " under a budget of " << d.budget << " bytes; " << d.resident
+        << " bytes resident, of which " << d.pinned << " bytes in " << d.pinned_storages
+        << " storages cannot be evicted (pinned: " << pinned << ", constants: " << constants
+        << ", without a recipe: " << unrecipied << ") and " << in_flight
+        << " bytes are buffers of the running operator";
     if (system_refused)
         msg << "; the budget allows it but the system allocator behind the backend failed "
                "(std::bad_alloc) even with everything evictable evicted";
@@ -197,10 +204,10 @@ void budgeted_memory<Rt, Backend, Meta>::throw_out_of_memory(std::size_t bytes, 
             d.largest_free = m->largest_free;
             d.free_total = m->free;
             const auto old_precision = msg.precision(3);
-            msg << "; backend region of " << m->capacity << " bytes: " << m->free << " bytes free in "
-                << m->free_blocks << (m->free_blocks == 1 ? " block" : " blocks")
-                << ", largest free block " << m->largest_free << " bytes, fragmentation "
-                << 100.0 * m->fragmentation() << "%";
+            msg << "; backend region of " << m->capacity << " bytes: " << m->free
+                << " bytes free in " << m->free_blocks
+                << (m->free_blocks == 1 ? " block" : " blocks") << ", largest free block "
+                << m->largest_free << " bytes, fragmentation " << 100.0 * m->fragmentation() << "%";
             msg.precision(old_precision);
             // The region rounds requests up to its alignment (a zero-byte one takes a unit).
             const std::size_t a = std::max<std::size_t>(m->alignment, 1);

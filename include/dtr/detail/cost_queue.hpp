@@ -59,7 +59,8 @@ public:
                 pending_.clear();
                 head_ = 0;
             } else if (head_ >= 64 && 2 * head_ >= pending_.size()) {
-                pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(head_));
+                pending_.erase(pending_.begin(),
+                               pending_.begin() + static_cast<std::ptrdiff_t>(head_));
                 head_ = 0;
             }
         } else {
@@ -73,7 +74,7 @@ private:
         op_type* op;        //!< record to correct; null when gone or not a first run
         cost_t provisional; //!< what execute() returned and the runtime recorded
         bool remat;
-        bool apply;         //!< false when the recorded cost was supplied, not measured
+        bool apply; //!< false when the recorded cost was supplied, not measured
     };
 
     void apply(cost_t actual) noexcept {

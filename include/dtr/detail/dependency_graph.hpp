@@ -17,11 +17,11 @@
 //! from it and makes that state public inside dtr::detail.
 #pragma once
 
+#include <dtr/detail/op_function.hpp>
 #include <dtr/offload.hpp>
 #include <dtr/op_context.hpp>
 #include <dtr/options.hpp>
 #include <dtr/tensor.hpp>
-#include <dtr/detail/op_function.hpp>
 
 #include <boost/intrusive/list.hpp>
 
@@ -77,9 +77,9 @@ template <class Backend, class Meta>
 struct output_slot {
     //! The live storage this output created (null once freed, and for aliases).
     storage_record<Backend, Meta>* storage = nullptr;
-    std::size_t bytes = 0;           //!< size recorded at the first run (fresh outputs)
-    std::int32_t alias_input = -1;   //!< input this output views, or -1 for a fresh output
-    std::size_t alias_offset = 0;    //!< relative to the input's view
+    std::size_t bytes = 0;         //!< size recorded at the first run (fresh outputs)
+    std::int32_t alias_input = -1; //!< input this output views, or -1 for a fresh output
+    std::size_t alias_offset = 0;  //!< relative to the input's view
     std::size_t alias_length = 0;
 };
 
@@ -87,7 +87,7 @@ struct output_slot {
 template <class Backend, class Meta>
 struct version_slot {
     storage_record<Backend, Meta>* storage = nullptr; //!< live new version (null once freed)
-    std::uint32_t input = 0;                           //!< first input that views the old version
+    std::uint32_t input = 0;                          //!< first input that views the old version
 };
 
 //! A recipe: the operator, its inputs and what it produced. Lives while at least one
@@ -101,8 +101,13 @@ struct op_node {
     template <class F>
     op_node(F&& f, std::uint64_t id_, std::uint32_t inputs, std::uint32_t outputs,
             std::uint32_t versions)
-        : fn(std::forward<F>(f)), id(id_), n_inputs(inputs), n_outputs(outputs),
-          n_versions(versions), in(array<edge>(inputs)), out(array<output>(outputs)),
+        : fn(std::forward<F>(f)),
+          id(id_),
+          n_inputs(inputs),
+          n_outputs(outputs),
+          n_versions(versions),
+          in(array<edge>(inputs)),
+          out(array<output>(outputs)),
           ver(array<version>(versions)) {}
 
     op_function<op_context<Backend>> fn;
@@ -203,10 +208,10 @@ protected:
     op_type* producer = nullptr; //!< recipe; null for constants and banished children
     cost_t compute_cost = 0;
     cost_t accessed = 0;
-    std::uint32_t pins = 0;      //!< operator inputs in use, rematerialization frames, guards
+    std::uint32_t pins = 0; //!< operator inputs in use, rematerialization frames, guards
     bool is_resident = false;
     consumer_list consumers;
-    list_hook pool_hook{};       //!< membership in the evictable pool
+    list_hook pool_hook{}; //!< membership in the evictable pool
     [[no_unique_address]] Meta heuristic_data{};
     //! Host copy (offload); empty on backends without a host tier.
     [[no_unique_address]] host_slot<Backend> host{};
@@ -225,21 +230,23 @@ struct storage_record final : storage_node<Backend, Meta> {
     [[nodiscard]] base& view() noexcept { return *this; }
     [[nodiscard]] const base& view() const noexcept { return *this; }
     //! @brief The record behind a storage a heuristic handed back (every storage_node is one).
-    [[nodiscard]] static storage_record* of(base* s) noexcept { return static_cast<storage_record*>(s); }
+    [[nodiscard]] static storage_record* of(base* s) noexcept {
+        return static_cast<storage_record*>(s);
+    }
 
-    using typename base::consumer_list;
-    using base::tensors;
-    using base::sid;
-    using base::bytes;
-    using base::producer;
-    using base::compute_cost;
     using base::accessed;
-    using base::pins;
-    using base::is_resident;
+    using base::bytes;
+    using base::compute_cost;
     using base::consumers;
-    using base::pool_hook;
     using base::heuristic_data;
     using base::host;
+    using base::is_resident;
+    using base::pins;
+    using base::pool_hook;
+    using base::producer;
+    using base::sid;
+    using base::tensors;
+    using typename base::consumer_list;
 
     pointer ptr{};
     std::uint32_t write_guards = 0; //!< live pin_for_write guards (also counted in pins)
@@ -257,9 +264,8 @@ public:
     using storage = storage_record<Backend, Meta>;
     using op = op_node<Backend, Meta>;
     template <class T>
-    using member_list =
-        bi::list<T, bi::member_hook<T, list_hook, &T::all_hook>, bi::constant_time_size<true>,
-                 bi::size_type<std::size_t>>;
+    using member_list = bi::list<T, bi::member_hook<T, list_hook, &T::all_hook>,
+                                 bi::constant_time_size<true>, bi::size_type<std::size_t>>;
 
     dependency_graph() = default;
     dependency_graph(const dependency_graph&) = delete;

@@ -8,9 +8,9 @@
 #include <dtr/arena.hpp>
 #include <dtr/concepts.hpp>
 #include <dtr/deferred_cost.hpp>
+#include <dtr/detail/dependency_graph.hpp>
 #include <dtr/offload.hpp>
 #include <dtr/options.hpp>
-#include <dtr/detail/dependency_graph.hpp>
 
 #include <boost/intrusive/list.hpp>
 
@@ -27,10 +27,10 @@ namespace dtr::detail {
 
 //! The pool as heuristics see it: a list of storage_node (accessors only).
 template <class Backend, class Meta>
-using pool_list = bi::list<
-    storage_node<Backend, Meta>,
-    bi::member_hook<storage_node<Backend, Meta>, list_hook, &storage_record<Backend, Meta>::pool_hook>,
-    bi::constant_time_size<true>, bi::size_type<std::size_t>>;
+using pool_list = bi::list<storage_node<Backend, Meta>,
+                           bi::member_hook<storage_node<Backend, Meta>, list_hook,
+                                           &storage_record<Backend, Meta>::pool_hook>,
+                           bi::constant_time_size<true>, bi::size_type<std::size_t>>;
 
 //! What evict_window() did.
 enum class window_outcome : std::uint8_t {
@@ -53,7 +53,9 @@ public:
     explicit evictable_pool(Rt& rt) noexcept : base(rt) {}
 
     [[nodiscard]] std::size_t size() const noexcept { return pool_.size(); }
-    [[nodiscard]] static bool contains(const storage& s) noexcept { return s.pool_hook.is_linked(); }
+    [[nodiscard]] static bool contains(const storage& s) noexcept {
+        return s.pool_hook.is_linked();
+    }
     void clear() noexcept { pool_.clear(); }
 
     //! @brief Puts `s` in or takes it out of the pool as its evictability says, telling
@@ -94,9 +96,10 @@ private:
     //! Counts one victim search that began at `start`.
     void count_search(std::chrono::steady_clock::time_point start) noexcept {
         ++rt_.counters_.victim_searches;
-        rt_.counters_.victim_search_ns += static_cast<std::uint64_t>(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
-                .count());
+        rt_.counters_.victim_search_ns +=
+            static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                           std::chrono::steady_clock::now() - start)
+                                           .count());
     }
 
     using base::rt_;
@@ -128,7 +131,8 @@ auto evictable_pool<Rt, Backend, Meta>::choose_victim() -> storage* {
         for (storage_node<Backend, Meta>& s : pool_) {
             double score = static_cast<double>(rt_.heuristic_.score(s, ctx));
             // Offload: the cheaper of recomputing and transferring (1 without a host tier).
-            if constexpr (offloading_backend<Backend>) score *= rt_.offload_.score_factor(*storage::of(&s));
+            if constexpr (offloading_backend<Backend>)
+                score *= rt_.offload_.score_factor(*storage::of(&s));
             ++rt_.counters_.heuristic_evaluations;
             // Last lowest wins and a zero score ends the scan: the DTR simulator's rule, so
             // that replays make the same choices.
@@ -171,10 +175,12 @@ auto evictable_pool<Rt, Backend, Meta>::evict_window(std::size_t bytes) -> windo
         const heuristic_context ctx = rt_.hctx();
         std::size_t next = 0;
         backend.for_each_block([&](std::size_t offset, std::size_t size, bool is_free) {
-            window_block b{offset, size, is_free ? window_block::kind::free : window_block::kind::fixed, 0};
+            window_block b{offset, size,
+                           is_free ? window_block::kind::free : window_block::kind::fixed, 0};
             storage* owner = nullptr;
             if (!is_free) {
-                while (next < window_candidates_.size() && window_candidates_[next].first < offset) ++next;
+                while (next < window_candidates_.size() && window_candidates_[next].first < offset)
+                    ++next;
                 if (next < window_candidates_.size() && window_candidates_[next].first == offset) {
                     owner = window_candidates_[next].second;
                     b.what = window_block::kind::evictable;

@@ -8,11 +8,11 @@
 #include <dtr/buffer_view.hpp>
 #include <dtr/counters.hpp>
 #include <dtr/deferred_cost.hpp>
+#include <dtr/detail/dependency_graph.hpp>
 #include <dtr/error.hpp>
 #include <dtr/op_context.hpp>
 #include <dtr/options.hpp>
 #include <dtr/tensor.hpp>
-#include <dtr/detail/dependency_graph.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -34,9 +34,9 @@ template <class Rt, class Backend, class Meta>
 class execution final : public executor<Backend>, collaborator<Rt, Backend, Meta> {
 public:
     using base = collaborator<Rt, Backend, Meta>;
-    using typename base::storage;
-    using typename base::op;
     using typename base::edge;
+    using typename base::op;
+    using typename base::storage;
     using pointer = typename Backend::pointer;
 
     explicit execution(Rt& rt) noexcept : base(rt) {}
@@ -63,7 +63,8 @@ public:
     //! @brief After a first run of `record`: hands out its outputs into `results`,
     //! unpins its inputs, keeps the record if a product needs it, and moves the mutated
     //! tensors (`mutated_nodes` under mutation_scope::tensor) to their new versions.
-    void commit(std::unique_ptr<op> record, tensor* results, std::span<tensor_node* const> mutated_nodes);
+    void commit(std::unique_ptr<op> record, tensor* results,
+                std::span<tensor_node* const> mutated_nodes);
 
     [[nodiscard]] bool running() const noexcept { return op_ != nullptr; }
     [[nodiscard]] const op& running_op() const noexcept { return *op_; }
@@ -110,7 +111,8 @@ template <class Rt, class Backend, class Meta>
 template <class F>
 auto execution<Rt, Backend, Meta>::record(F&& f, std::span<const tensor> inputs,
                                           std::size_t outputs, const call_options& options,
-                                          std::span<storage* const> mutated) -> std::unique_ptr<op> {
+                                          std::span<storage* const> mutated)
+    -> std::unique_ptr<op> {
     auto rec = rt_.graph_.new_op(std::forward<F>(f), static_cast<std::uint32_t>(inputs.size()),
                                  static_cast<std::uint32_t>(outputs),
                                  static_cast<std::uint32_t>(mutated.size()));
@@ -124,7 +126,8 @@ auto execution<Rt, Backend, Meta>::record(F&& f, std::span<const tensor> inputs,
         const auto v = std::find(mutated.begin(), mutated.end(), e.storage);
         if (v != mutated.end()) {
             e.version = static_cast<std::int32_t>(v - mutated.begin());
-            e.mutated = std::find(options.mutates.begin(), options.mutates.end(), i) != options.mutates.end();
+            e.mutated = std::find(options.mutates.begin(), options.mutates.end(), i) !=
+                        options.mutates.end();
         }
     }
     for (std::uint32_t k = 0; k < rec->n_versions; ++k)
@@ -158,7 +161,8 @@ void execution<Rt, Backend, Meta>::execute(op& o, bool remat, std::optional<cost
             if (!remat) {
                 v.target = rt_.graph_.new_storage(old->bytes);
                 o.ver[k].storage = v.target;
-            } else if (o.ver[k].storage != nullptr && !o.ver[k].storage->resident()) { // not if offloaded
+            } else if (o.ver[k].storage != nullptr &&
+                       !o.ver[k].storage->resident()) { // not if offloaded
                 v.target = o.ver[k].storage;
             }
         }
@@ -181,7 +185,8 @@ void execution<Rt, Backend, Meta>::execute(op& o, bool remat, std::optional<cost
         rt_.in_operator_ = true;
         measured = backend.execute([&] {
             for (std::uint32_t k = 0; k < o.n_versions; ++k)
-                backend.copy(versions_[k].ptr, o.in[o.ver[k].input].storage->ptr, versions_[k].bytes);
+                backend.copy(versions_[k].ptr, o.in[o.ver[k].input].storage->ptr,
+                             versions_[k].bytes);
             o.fn(ctx);
         });
         // One entry per measurement the backend started, even if this run is discarded
@@ -200,7 +205,8 @@ void execution<Rt, Backend, Meta>::execute(op& o, bool remat, std::optional<cost
     }
 
     counters& stats = rt_.counters_;
-    const cost_t cost = !remat ? supplied.value_or(measured) : (o.cost_supplied ? o.cost : measured);
+    const cost_t cost =
+        !remat ? supplied.value_or(measured) : (o.cost_supplied ? o.cost : measured);
     if (!remat) o.cost = cost;
     rt_.clock_ += cost;
     if (remat) {
@@ -243,8 +249,8 @@ void execution<Rt, Backend, Meta>::execute(op& o, bool remat, std::optional<cost
         // and their inputs, for as long as the chain of updates lives.
         const storage* old = o.in[o.ver[k].input].storage;
         const bool keeps_recipe =
-            old->producer != nullptr ||
-            (old->is_constant && rt_.options_.constant_updates == constant_update::rematerializable);
+            old->producer != nullptr || (old->is_constant && rt_.options_.constant_updates ==
+                                                                 constant_update::rematerializable);
         if (!remat && !keeps_recipe) o.ver[k].storage = nullptr;
         install(o, v.target, v.ptr, keeps_recipe, old->is_constant && !keeps_recipe, cost);
     }
@@ -317,7 +323,8 @@ void execution<Rt, Backend, Meta>::commit(std::unique_ptr<op> record, tensor* re
         const auto& slot = rec.out[i];
         if (slot.alias_input >= 0) {
             const edge& e = rec.in[slot.alias_input];
-            results[i] = rt_.make_tensor(target_of(e), e.offset + slot.alias_offset, slot.alias_length);
+            results[i] =
+                rt_.make_tensor(target_of(e), e.offset + slot.alias_offset, slot.alias_length);
         } else {
             results[i] = rt_.make_tensor(slot.storage, 0, slot.bytes);
         }
@@ -335,7 +342,8 @@ void execution<Rt, Backend, Meta>::commit(std::unique_ptr<op> record, tensor* re
     rt_.unpin_inputs(rec);
     // Remember the recipe if anything needs it.
     if (rec.live > 0) {
-        for (std::uint32_t i = 0; i < rec.n_inputs; ++i) rec.in[i].storage->consumers.push_back(rec.in[i]);
+        for (std::uint32_t i = 0; i < rec.n_inputs; ++i)
+            rec.in[i].storage->consumers.push_back(rec.in[i]);
         rt_.graph_.ops.push_back(*record.release());
     } else {
         record.reset();
@@ -365,7 +373,8 @@ void execution<Rt, Backend, Meta>::commit(std::unique_ptr<op> record, tensor* re
 }
 
 template <class Rt, class Backend, class Meta>
-auto execution<Rt, Backend, Meta>::allocate_output(std::size_t index, std::size_t bytes) -> buffer_view<pointer> {
+auto execution<Rt, Backend, Meta>::allocate_output(std::size_t index, std::size_t bytes)
+    -> buffer_view<pointer> {
     op& o = *op_;
     DTR_EXPECTS(index < o.n_outputs, "output index " + std::to_string(index) +
                                          " out of range: the call has " +
@@ -375,13 +384,15 @@ auto execution<Rt, Backend, Meta>::allocate_output(std::size_t index, std::size_
     auto& slot = o.out[index];
     storage* target = nullptr;
     if (remat_) {
-        DTR_EXPECTS(slot.alias_input < 0 && slot.bytes == bytes,
-                    "operator #" + std::to_string(o.id) +
-                        " is not deterministic: while rematerializing, output " +
-                        std::to_string(index) + " asked for " + std::to_string(bytes) +
-                        (slot.alias_input < 0 ? " bytes, its first run for " + std::to_string(slot.bytes)
-                                              : " bytes, its first run made it a view"));
-        if (slot.storage != nullptr && !slot.storage->resident()) target = slot.storage; // not if offloaded
+        DTR_EXPECTS(
+            slot.alias_input < 0 && slot.bytes == bytes,
+            "operator #" + std::to_string(o.id) +
+                " is not deterministic: while rematerializing, output " + std::to_string(index) +
+                " asked for " + std::to_string(bytes) +
+                (slot.alias_input < 0 ? " bytes, its first run for " + std::to_string(slot.bytes)
+                                      : " bytes, its first run made it a view"));
+        if (slot.storage != nullptr && !slot.storage->resident())
+            target = slot.storage; // not if offloaded
     }
     const pointer p = rt_.memory_.allocate(bytes);
     if (!remat_) {
@@ -394,8 +405,8 @@ auto execution<Rt, Backend, Meta>::allocate_output(std::size_t index, std::size_
 }
 
 template <class Rt, class Backend, class Meta>
-void execution<Rt, Backend, Meta>::alias_output(std::size_t output, std::size_t input, std::size_t offset,
-                                                std::size_t length) {
+void execution<Rt, Backend, Meta>::alias_output(std::size_t output, std::size_t input,
+                                                std::size_t offset, std::size_t length) {
     op& o = *op_;
     DTR_EXPECTS(output < o.n_outputs, "alias: output index " + std::to_string(output) +
                                           " out of range: the call has " +
@@ -406,18 +417,19 @@ void execution<Rt, Backend, Meta>::alias_output(std::size_t output, std::size_t 
     const std::size_t length_in = o.in[input].length;
     DTR_EXPECTS(offset <= length_in && length <= length_in - offset,
                 "alias: view [" + std::to_string(offset) + ", +" + std::to_string(length) +
-                    ") exceeds input " + std::to_string(input) + " of " + std::to_string(length_in) +
-                    " bytes");
+                    ") exceeds input " + std::to_string(input) + " of " +
+                    std::to_string(length_in) + " bytes");
     output_state& out = outputs_[output];
     DTR_EXPECTS(!out.declared, "output " + std::to_string(output) + " produced twice");
     auto& slot = o.out[output];
     if (remat_) {
-        DTR_EXPECTS(slot.alias_input == static_cast<std::int32_t>(input) &&
-                        slot.alias_offset == offset && slot.alias_length == length,
-                    "operator #" + std::to_string(o.id) + " is not deterministic: output " +
-                        std::to_string(output) +
-                        (slot.alias_input < 0 ? " is a view now, but its first run made it a fresh output"
-                                              : " is a different view than at its first run"));
+        DTR_EXPECTS(
+            slot.alias_input == static_cast<std::int32_t>(input) && slot.alias_offset == offset &&
+                slot.alias_length == length,
+            "operator #" + std::to_string(o.id) + " is not deterministic: output " +
+                std::to_string(output) +
+                (slot.alias_input < 0 ? " is a view now, but its first run made it a fresh output"
+                                      : " is a different view than at its first run"));
     } else {
         slot.alias_input = static_cast<std::int32_t>(input);
         slot.alias_offset = offset;

@@ -7,10 +7,10 @@
 
 #include <dtr/concepts.hpp>
 #include <dtr/counters.hpp>
+#include <dtr/detail/dependency_graph.hpp>
 #include <dtr/error.hpp>
 #include <dtr/offload.hpp>
 #include <dtr/options.hpp>
-#include <dtr/detail/dependency_graph.hpp>
 
 #include <algorithm>
 #include <utility>
@@ -32,8 +32,8 @@ template <class Rt, class Backend, class Meta>
 class offloader : collaborator<Rt, Backend, Meta> {
 public:
     using base = collaborator<Rt, Backend, Meta>;
-    using typename base::storage;
     using typename base::op;
+    using typename base::storage;
     using pointer = typename Backend::pointer;
 
     explicit offloader(Rt& rt) noexcept : base(rt) {}
@@ -68,7 +68,8 @@ public:
     void wait_for_inputs(const op& o) noexcept {
         if constexpr (offloading_backend<Backend>) {
             cost_t t = 0;
-            for (std::uint32_t i = 0; i < o.n_inputs; ++i) t = std::max(t, o.in[i].storage->host.ready_at);
+            for (std::uint32_t i = 0; i < o.n_inputs; ++i)
+                t = std::max(t, o.in[i].storage->host.ready_at);
             stall_until(t);
         } else {
             (void)o;
@@ -76,8 +77,10 @@ public:
     }
     //! @brief Advances the clock until `s` has landed from a copy-back.
     void wait_for(const storage* s) noexcept {
-        if constexpr (offloading_backend<Backend>) stall_until(s->host.ready_at);
-        else (void)s;
+        if constexpr (offloading_backend<Backend>)
+            stall_until(s->host.ready_at);
+        else
+            (void)s;
     }
     //! @brief Advances the clock until the blocks freed by out-copies may be reused.
     void wait_for_freed_memory() noexcept {
@@ -120,7 +123,8 @@ bool offloader<Rt, Backend, Meta>::start_out_copy(storage* s) noexcept {
     if constexpr (offloading_backend<Backend>) {
         counters& stats = rt_.counters_;
         try {
-            copy_out_result<typename Backend::host_copy> r = rt_.backend_.copy_out(s->ptr, s->bytes, rt_.clock_);
+            copy_out_result<typename Backend::host_copy> r =
+                rt_.backend_.copy_out(s->ptr, s->bytes, rt_.clock_);
             s->host.copy = std::move(r.copy);
             freed_memory_at_ = std::max(freed_memory_at_, r.reusable_at);
         } catch (...) {
@@ -180,7 +184,8 @@ bool offloader<Rt, Backend, Meta>::offload_victim(storage* s, bool eager) noexce
 template <class Rt, class Backend, class Meta>
 bool offloader<Rt, Backend, Meta>::offload_fixed() noexcept {
     if constexpr (offloading_backend<Backend>) {
-        if (rt_.options_.offload == offload_policy::off || !rt_.backend_.has_host_tier()) return false;
+        if (rt_.options_.offload == offload_policy::off || !rt_.backend_.has_host_tier())
+            return false;
         // The least recently used resident storage nothing can evict: unpinned, without a
         // recipe (constants, and the children of banished storages), not being written.
         storage* best = nullptr;
@@ -204,7 +209,8 @@ bool offloader<Rt, Backend, Meta>::offload_fixed() noexcept {
 template <class Rt, class Backend, class Meta>
 void offloader<Rt, Backend, Meta>::copy_back(storage* s) {
     if constexpr (offloading_backend<Backend>) {
-        const pointer p = rt_.memory_.allocate(s->bytes); // may evict (or offload) others; throws: unchanged
+        const pointer p =
+            rt_.memory_.allocate(s->bytes); // may evict (or offload) others; throws: unchanged
         cost_t done = rt_.clock_;
         try {
             done = rt_.backend_.copy_in(p, std::as_const(s->host.copy), s->bytes, rt_.clock_);

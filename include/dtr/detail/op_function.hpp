@@ -26,7 +26,8 @@ public:
         using stored = std::decay_t<F>;
         static_assert(std::is_invocable_v<stored&, Context&>,
                       "a dtr operator must be callable as op(dtr::op_context<Backend>&)");
-        if constexpr (sizeof(stored) <= inline_size && alignof(stored) <= alignof(std::max_align_t)) {
+        if constexpr (sizeof(stored) <= inline_size &&
+                      alignof(stored) <= alignof(std::max_align_t)) {
             ::new (static_cast<void*>(storage_)) stored(std::forward<F>(f));
             target_ = reinterpret_cast<stored*>(storage_);
             destroy_ = [](void* p) noexcept { static_cast<stored*>(p)->~stored(); };

@@ -5,9 +5,9 @@
 #pragma once
 
 #include <dtr/deferred_cost.hpp>
+#include <dtr/detail/dependency_graph.hpp>
 #include <dtr/options.hpp>
 #include <dtr/tensor.hpp>
-#include <dtr/detail/dependency_graph.hpp>
 
 #include <cstdint>
 #include <vector>
@@ -25,9 +25,9 @@ template <class Rt, class Backend, class Meta>
 class release_queue : collaborator<Rt, Backend, Meta> {
 public:
     using base = collaborator<Rt, Backend, Meta>;
-    using typename base::storage;
-    using typename base::op;
     using typename base::edge;
+    using typename base::op;
+    using typename base::storage;
 
     explicit release_queue(Rt& rt) noexcept : base(rt) {}
 
@@ -117,7 +117,8 @@ private:
     static bool banish_safe(const storage* s) noexcept {
         for (const edge& e : s->consumers) {
             bool all_resident = true;
-            e.op->for_each_product([&](const storage& child) { all_resident &= child.is_resident; });
+            e.op->for_each_product(
+                [&](const storage& child) { all_resident &= child.is_resident; });
             if (!all_resident) return false;
         }
         return true;
@@ -174,8 +175,8 @@ private:
     }
 
     using base::rt_;
-    std::vector<storage*> queue_;      //!< storages to examine (kept for its capacity)
-    tensor_node* deferred_ = nullptr;  //!< releases to handle when not busy
+    std::vector<storage*> queue_;     //!< storages to examine (kept for its capacity)
+    tensor_node* deferred_ = nullptr; //!< releases to handle when not busy
 };
 
 } // namespace dtr::detail

@@ -4,9 +4,9 @@
 //! recomputing the evicted ones) with an explicit work stack instead of recursion.
 #pragma once
 
+#include <dtr/detail/dependency_graph.hpp>
 #include <dtr/error.hpp>
 #include <dtr/options.hpp>
-#include <dtr/detail/dependency_graph.hpp>
 
 #include <cstdint>
 #include <optional>
@@ -30,9 +30,9 @@ template <class Rt, class Backend, class Meta>
 class rematerializer : collaborator<Rt, Backend, Meta> {
 public:
     using base = collaborator<Rt, Backend, Meta>;
-    using typename base::storage;
-    using typename base::op;
     using typename base::edge;
+    using typename base::op;
+    using typename base::storage;
 
     explicit rematerializer(Rt& rt) noexcept : base(rt) {}
 
@@ -159,7 +159,8 @@ bool rematerializer<Rt, Backend, Meta>::yield_pins() noexcept {
         frame& f = frames_[i];
         if (f.yields >= max_yields) continue;
         bool had_pins = false;
-        for (std::uint32_t k = 0; k < f.record->n_inputs && !had_pins; ++k) had_pins = f.record->in[k].pinned;
+        for (std::uint32_t k = 0; k < f.record->n_inputs && !had_pins; ++k)
+            had_pins = f.record->in[k].pinned;
         if (!had_pins) continue;
         rt_.unpin_inputs(*f.record);
         f.yielded = true;

@@ -120,7 +120,8 @@ public:
 
     //! @brief The score from a numerator already computed: bit-identical to score().
     template <class Storage>
-    double compose(double numerator, const Storage& s, const heuristic_context& ctx) const noexcept {
+    double compose(double numerator, const Storage& s,
+                   const heuristic_context& ctx) const noexcept {
         ctx.count_access();
         if constexpr (!UseSize && !UseStaleness) {
             return numerator;
@@ -129,7 +130,8 @@ public:
             if constexpr (UseSize) denominator = static_cast<double>(s.size());
             if constexpr (UseStaleness)
                 denominator = denominator * static_cast<double>(ctx.now - s.last_access());
-            return denominator > 0 ? numerator / denominator : std::numeric_limits<double>::infinity();
+            return denominator > 0 ? numerator / denominator
+                                   : std::numeric_limits<double>::infinity();
         }
     }
 
@@ -140,7 +142,8 @@ public:
     }
     template <class Storage, class Listener = cost::ignore_decrease>
     void on_rematerialize(Storage& s, const heuristic_context& ctx, Listener&& l = {}) {
-        if constexpr (requires { model_.on_rematerialize(s, ctx, l); }) model_.on_rematerialize(s, ctx, l);
+        if constexpr (requires { model_.on_rematerialize(s, ctx, l); })
+            model_.on_rematerialize(s, ctx, l);
     }
     template <class Storage, class Listener = cost::ignore_decrease>
     void on_destroy(Storage& s, const heuristic_context& ctx, Listener&& l = {}) {
@@ -161,6 +164,7 @@ concept factored_heuristic = requires {
     typename H::cost_model;
     { H::uses_size } -> std::convertible_to<bool>;
     { H::uses_staleness } -> std::convertible_to<bool>;
-} && std::is_base_of_v<ablation<typename H::cost_model, H::uses_size, H::uses_staleness>, H>;
+}
+&&std::is_base_of_v<ablation<typename H::cost_model, H::uses_size, H::uses_staleness>, H>;
 
 } // namespace dtr::heuristics

@@ -33,8 +33,8 @@ template <class Cost>
 using ablations_of = policy_list<ablation<Cost, true, true>, ablation<Cost, true, false>,
                                  ablation<Cost, false, true>, ablation<Cost, false, false>>;
 
-using named_policies = policy_list<dtr, dtr_eqclass, dtr_local, msps, lru, largest, random, dtr_ancestors,
-                                   dtr_ancestors_soft, dtr_held>;
+using named_policies = policy_list<dtr, dtr_eqclass, dtr_local, msps, lru, largest, random,
+                                   dtr_ancestors, dtr_ancestors_soft, dtr_held>;
 
 namespace detail {
 template <class F, class... H>
@@ -52,9 +52,10 @@ bool with_heuristic(std::string_view name, F&& f) {
            detail::find_policy(name, f, ablations_of<cost::estar<>>{}) ||
            detail::find_policy(name, f, ablations_of<cost::eqclass>{}) ||
            detail::find_policy(name, f, ablations_of<cost::local>{}) ||
-           detail::find_policy(name, f,
-                               policy_list<ablation<cost::none, true, true>, ablation<cost::none, true, false>,
-                                           ablation<cost::none, false, true>>{});
+           detail::find_policy(
+               name, f,
+               policy_list<ablation<cost::none, true, true>, ablation<cost::none, true, false>,
+                           ablation<cost::none, false, true>>{});
 }
 
 } // namespace dtr::heuristics

@@ -15,9 +15,10 @@ namespace dtr::search {
 //! Complexity: one score per evictable storage per decision.
 template <class H>
 class exhaustive : public detail::forwarding<H> {
-    static_assert(scoring_heuristic<H>, "dtr::search::exhaustive<H>: H does not score storages "
-                                        "(dtr::scoring_heuristic); a policy with its own choose() "
-                                        "cannot be searched");
+    static_assert(scoring_heuristic<H>,
+                  "dtr::search::exhaustive<H>: H does not score storages "
+                  "(dtr::scoring_heuristic); a policy with its own choose() "
+                  "cannot be searched");
 
 public:
     using storage_data = typename H::storage_data;

@@ -74,7 +74,8 @@ class indexed : public detail::forwarding<H> {
                   "derived from it: dtr, dtr_eqclass, dtr_local, msps), whose score is a "
                   "time-invariant numerator over size and staleness");
     using base = detail::forwarding<H>;
-    using hook_type = boost::intrusive::set_member_hook<boost::intrusive::link_mode<boost::intrusive::normal_link>>;
+    using hook_type = boost::intrusive::set_member_hook<
+        boost::intrusive::link_mode<boost::intrusive::normal_link>>;
     static constexpr std::uint32_t npos = heuristics::detail::npos;
 
 public:
@@ -88,7 +89,7 @@ public:
         void* ix_owner = nullptr; //!< the storage this record lives in
         std::uint32_t ix_bucket = 0;
         std::uint32_t ix_dirty_slot = npos; //!< position in the re-key list, or npos
-        double ix_cost = 0;       //!< the storage's own cost when the key was computed
+        double ix_cost = 0;                 //!< the storage's own cost when the key was computed
         bool ix_member = false;
         bool ix_recheck = false;
         //! The key is still a lower bound: no decrease was reported since it was computed.
@@ -103,7 +104,8 @@ public:
     //! @brief An index over `inner`'s scores; `tolerance` e >= 0 lets a decision stop once no
     //! storage left can beat the best found by more than a factor 1 + e.
     explicit indexed(H inner = H{}, double tolerance = 0)
-        : base(std::move(inner)), shrink_(1.0 / (1.0 + tolerance)),
+        : base(std::move(inner)),
+          shrink_(1.0 / (1.0 + tolerance)),
           trees_(std::make_unique<tree_type[]>(detail::key_buckets::count)) {
         for (std::uint32_t b = 0; b < detail::key_buckets::count; ++b) {
             lower_[b] = detail::key_buckets::lower(b);
@@ -180,7 +182,8 @@ private:
         }
     };
     using tree_type = boost::intrusive::multiset<
-        storage_data, boost::intrusive::member_hook<storage_data, hook_type, &storage_data::ix_hook>,
+        storage_data,
+        boost::intrusive::member_hook<storage_data, hook_type, &storage_data::ix_hook>,
         boost::intrusive::compare<order_less>, boost::intrusive::constant_time_size<false>>;
 
     //! Reports storages whose numerator may have dropped: members are re-keyed before the
@@ -245,7 +248,8 @@ private:
     //! pointer per bucket.
     void refresh_head(std::uint32_t b) noexcept {
         const tree_type& tree = trees_[b];
-        head_order_[b] = tree.empty() ? std::numeric_limits<double>::infinity() : tree.begin()->ix_order;
+        head_order_[b] =
+            tree.empty() ? std::numeric_limits<double>::infinity() : tree.begin()->ix_order;
     }
 
     //! Files s in the bucket of its key, ordered by last access (or by key).
@@ -347,7 +351,8 @@ typename Pool::value_type* indexed<H>::choose(Pool&, const heuristic_context& ct
     heads_.clear();
     for (std::size_t w = 0; w < nonempty_.size(); ++w) {
         for (std::uint64_t bits = nonempty_[w]; bits != 0; bits &= bits - 1) {
-            const auto b = static_cast<std::uint32_t>(w * 64 + static_cast<std::size_t>(std::countr_zero(bits)));
+            const auto b = static_cast<std::uint32_t>(
+                w * 64 + static_cast<std::size_t>(std::countr_zero(bits)));
             if (b == detail::key_buckets::infinite) continue;
             heads_.push_back({bucket_bound(b, head_order_[b], now), b});
         }
@@ -398,7 +403,8 @@ typename Pool::value_type* indexed<H>::choose(Pool&, const heuristic_context& ct
         // finite buckets' oldest, then the infinite bucket.
         for (std::size_t w = 0; w < nonempty_.size() && best == nullptr; ++w)
             if (nonempty_[w] != 0) {
-                const auto b = static_cast<std::uint32_t>(w * 64 + static_cast<std::size_t>(std::countr_zero(nonempty_[w])));
+                const auto b = static_cast<std::uint32_t>(
+                    w * 64 + static_cast<std::size_t>(std::countr_zero(nonempty_[w])));
                 best = static_cast<storage*>(trees_[b].begin()->ix_owner);
             }
     }

@@ -24,9 +24,10 @@ namespace dtr::search {
 //! Complexity: O(sqrt(n)) scores per decision; O(1) per pool insertion or removal.
 template <class H>
 class sampled : public detail::forwarding<H> {
-    static_assert(scoring_heuristic<H>, "dtr::search::sampled<H>: H does not score storages "
-                                        "(dtr::scoring_heuristic); a policy with its own choose() "
-                                        "cannot be searched");
+    static_assert(scoring_heuristic<H>,
+                  "dtr::search::sampled<H>: H does not score storages "
+                  "(dtr::scoring_heuristic); a policy with its own choose() "
+                  "cannot be searched");
     using base = detail::forwarding<H>;
 
 public:
@@ -39,7 +40,8 @@ public:
     static constexpr const char* name = detail::joined_name<strategy_name, H>::value;
 
     //! @brief Wraps `inner`, drawing with a generator seeded by `seed`.
-    explicit sampled(H inner = H{}, std::uint64_t seed = 0x5a4d) : base(std::move(inner)), rng_(seed) {}
+    explicit sampled(H inner = H{}, std::uint64_t seed = 0x5a4d)
+        : base(std::move(inner)), rng_(seed) {}
 
     template <class Pool>
     typename Pool::value_type* choose(Pool&, const heuristic_context& ctx) {

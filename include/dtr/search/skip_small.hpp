@@ -22,9 +22,10 @@ namespace dtr::search {
 //! Complexity: O(n) size reads and at most n scores per decision; O(1) per pool event.
 template <class H>
 class skip_small : public detail::forwarding<H> {
-    static_assert(scoring_heuristic<H>, "dtr::search::skip_small<H>: H does not score storages "
-                                        "(dtr::scoring_heuristic); a policy with its own choose() "
-                                        "cannot be searched");
+    static_assert(scoring_heuristic<H>,
+                  "dtr::search::skip_small<H>: H does not score storages "
+                  "(dtr::scoring_heuristic); a policy with its own choose() "
+                  "cannot be searched");
     using base = detail::forwarding<H>;
 
 public:

@@ -21,9 +21,9 @@
 //! because the DOM keeps no positions.
 #pragma once
 
-#include <dtr_tools/json.hpp>
 #include <dtr/error.hpp>
 #include <dtr_tools/graph/static_graph.hpp>
+#include <dtr_tools/json.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -43,7 +43,7 @@ enum class checkmate_schema { model, random_layered };
 
 //! @brief A graph read from a Checkmate JSON file.
 struct checkmate_file {
-    std::string name;           //!< `graph.name` when present, else empty
+    std::string name; //!< `graph.name` when present, else empty
     checkmate_schema schema = checkmate_schema::model;
     static_graph graph;
 };
@@ -59,10 +59,12 @@ public:
         try {
             doc = json::parse(text);
         } catch (const json::error& e) {
-            throw parse_error(source_, e.line(), "invalid JSON: " + e.problem() + " (column " +
-                                                     std::to_string(e.column()) + ")");
+            throw parse_error(
+                source_, e.line(),
+                "invalid JSON: " + e.problem() + " (column " + std::to_string(e.column()) + ")");
         }
-        if (!doc.is_object()) fail("", "expected a JSON object at the top level, got " + kind_of(doc));
+        if (!doc.is_object())
+            fail("", "expected a JSON object at the top level, got " + kind_of(doc));
         const json::value& nodes = member(doc, "", "nodes");
         const json::value& links = member(doc, "", "links");
         if (!nodes.is_array()) fail("nodes", "expected an array, got " + kind_of(nodes));
@@ -84,8 +86,9 @@ public:
             out.schema = checkmate_schema::random_layered;
             out.graph = parse_random(doc, node_list, links.as_array());
         } else {
-            fail("nodes[0]", "unknown schema: the node has neither \"cost_ram\" (model graph) "
-                             "nor \"out_cost\" (random layered graph)");
+            fail("nodes[0]",
+                 "unknown schema: the node has neither \"cost_ram\" (model graph) "
+                 "nor \"out_cost\" (random layered graph)");
         }
         return out;
     }
@@ -95,7 +98,9 @@ private:
         throw parse_error(source_, 0, path.empty() ? problem : path + ": " + problem);
     }
 
-    static std::string kind_of(const json::value& v) { return std::string(json::kind_name(v.type())); }
+    static std::string kind_of(const json::value& v) {
+        return std::string(json::kind_name(v.type()));
+    }
     static std::string at(const std::string& array, std::size_t i) {
         return array + "[" + std::to_string(i) + "]";
     }
@@ -110,12 +115,14 @@ private:
         return path + "." + std::string(key);
     }
 
-    std::int64_t integer(const json::value& obj, const std::string& path, std::string_view key) const {
+    std::int64_t integer(const json::value& obj, const std::string& path,
+                         std::string_view key) const {
         const json::value& v = member(obj, path, key);
         if (!v.is_int64()) fail(field_path(path, key), "expected an integer, got " + describe(v));
         return v.as_int64();
     }
-    std::uint64_t bytes(const json::value& obj, const std::string& path, std::string_view key) const {
+    std::uint64_t bytes(const json::value& obj, const std::string& path,
+                        std::string_view key) const {
         const json::value& v = member(obj, path, key);
         if (!v.is_int64() || v.as_int64() < 0)
             fail(field_path(path, key), "expected a non-negative integer, got " + describe(v));
@@ -160,7 +167,7 @@ private:
 
     static_graph parse_model(const std::vector<json::value>& list,
                              const std::vector<json::value>& links) const {
-        std::map<std::int64_t, std::size_t> position;  // id -> index in `list`
+        std::map<std::int64_t, std::size_t> position; // id -> index in `list`
         for (std::size_t i = 0; i < list.size(); ++i) {
             const std::string path = at("nodes", i);
             if (!list[i].is_object()) fail(path, "expected an object, got " + kind_of(list[i]));
@@ -198,8 +205,10 @@ private:
             const std::int64_t t = integer(links[j], path, "target");
             const auto si = index.find(s);
             const auto ti = index.find(t);
-            if (si == index.end()) fail(path + ".source", "dangling link: no node has id " + std::to_string(s));
-            if (ti == index.end()) fail(path + ".target", "dangling link: no node has id " + std::to_string(t));
+            if (si == index.end())
+                fail(path + ".source", "dangling link: no node has id " + std::to_string(s));
+            if (ti == index.end())
+                fail(path + ".target", "dangling link: no node has id " + std::to_string(t));
             edges.push_back({si->second, ti->second});
         }
         return build(std::move(nodes), std::move(edges));
@@ -207,7 +216,7 @@ private:
 
     static_graph parse_random(const json::value& doc, const std::vector<json::value>& list,
                               const std::vector<json::value>& links) const {
-        std::map<std::string, std::size_t> position;  // label -> index in `list`
+        std::map<std::string, std::size_t> position; // label -> index in `list`
         for (std::size_t i = 0; i < list.size(); ++i) {
             const std::string path = at("nodes", i);
             if (!list[i].is_object()) fail(path, "expected an object, got " + kind_of(list[i]));
@@ -217,11 +226,14 @@ private:
         }
         // Number nodes in graph.order (a topological order) so the planners that need a
         // topologically indexed graph can use the result as is.
-        std::vector<std::size_t> order;  // positions in `list`, in graph.order
+        std::vector<std::size_t> order; // positions in `list`, in graph.order
         const json::value* graph = doc.find("graph");
         const json::value* order_v = graph && graph->is_object() ? graph->find("order") : nullptr;
-        if (!order_v) fail("graph", "missing field \"order\" (the topological order of a random layered graph)");
-        if (!order_v->is_array()) fail("graph.order", "expected an array, got " + kind_of(*order_v));
+        if (!order_v)
+            fail("graph",
+                 "missing field \"order\" (the topological order of a random layered graph)");
+        if (!order_v->is_array())
+            fail("graph.order", "expected an array, got " + kind_of(*order_v));
         std::vector<bool> seen(list.size(), false);
         for (std::size_t k = 0; k < order_v->as_array().size(); ++k) {
             const std::string path = at("graph.order", k);

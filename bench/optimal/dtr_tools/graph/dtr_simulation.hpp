@@ -36,10 +36,10 @@
 #include <dtr/backend/sim.hpp>
 #include <dtr/concepts.hpp>
 #include <dtr/error.hpp>
-#include <dtr_tools/graph/schedule.hpp>
-#include <dtr_tools/graph/static_graph.hpp>
 #include <dtr/hooks.hpp>
 #include <dtr/runtime.hpp>
+#include <dtr_tools/graph/schedule.hpp>
+#include <dtr_tools/graph/static_graph.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -56,15 +56,15 @@ namespace dtr::graph {
 //! holds.
 struct dtr_recording {
     schedule events;
-    node_id running = 0;        //!< the node whose operator ran last
-    node_id attempting = 0;     //!< the node whose operator last asked for its output
-    bool pending = false;       //!< an operator ran and its storage is not yet installed
+    node_id running = 0;    //!< the node whose operator ran last
+    node_id attempting = 0; //!< the node whose operator last asked for its output
+    bool pending = false;   //!< an operator ran and its storage is not yet installed
     struct storage_state {
         node_id node = 0;
         bool resident = false;
     };
-    std::unordered_map<std::uint64_t, storage_state> storages;  //!< by storage id
-    std::string inconsistency;  //!< first mismatch seen (empty: none)
+    std::unordered_map<std::uint64_t, storage_state> storages; //!< by storage id
+    std::string inconsistency; //!< first mismatch seen (empty: none)
 
     void note(std::string what) {
         if (inconsistency.empty()) inconsistency = std::move(what);
@@ -92,7 +92,8 @@ public:
     }
     template <class Pool, class Inner = H>
         requires requires(Inner& h, Pool& p, const heuristic_context& c) { h.choose(p, c); }
-    auto choose(Pool& pool, const heuristic_context& c) -> decltype(std::declval<Inner&>().choose(pool, c)) {
+    auto choose(Pool& pool, const heuristic_context& c)
+        -> decltype(std::declval<Inner&>().choose(pool, c)) {
         return inner_.choose(pool, c);
     }
 
@@ -154,7 +155,9 @@ public:
 
     //! Called by the operator of node v after its output is allocated.
     void ran(node_id v) {
-        if (log_.pending) log_.note("operator of " + std::to_string(v) + " ran before the last one's output was installed");
+        if (log_.pending)
+            log_.note("operator of " + std::to_string(v) +
+                      " ran before the last one's output was installed");
         log_.events.compute(v);
         log_.running = v;
         log_.pending = true;
@@ -167,7 +170,8 @@ private:
     void drop(std::uint64_t id, const char* how) {
         auto it = log_.storages.find(id);
         if (it == log_.storages.end() || !it->second.resident) {
-            log_.note("storage #" + std::to_string(id) + " " + how + " while not recorded as resident");
+            log_.note("storage #" + std::to_string(id) + " " + how +
+                      " while not recorded as resident");
             return;
         }
         it->second.resident = false;
@@ -184,10 +188,10 @@ struct dtr_run {
     //! else evicted); "thrashing" (over options.remat_limit); "inconsistent" (the recording
     //! could not map a storage to its node: a bug, reported rather than hidden).
     std::string status = "ok";
-    schedule events;            //!< what the runtime executed (complete only when status is "ok")
-    cost_t compute_cost = 0;    //!< the runtime's own total: first runs + rematerialisations
-    counters stats{};           //!< the runtime's counters at the end
-    std::string detail;         //!< the exception's message when not ok
+    schedule events;         //!< what the runtime executed (complete only when status is "ok")
+    cost_t compute_cost = 0; //!< the runtime's own total: first runs + rematerialisations
+    counters stats{};        //!< the runtime's counters at the end
+    std::string detail;      //!< the exception's message when not ok
     //! When not ok: the program's node being called (its inputs are pinned by the call), the
     //! node whose operator failed to allocate its output (the program's node itself, or one
     //! being rematerialised for it), and the nodes resident at that moment, ascending
@@ -204,15 +208,16 @@ struct dtr_run {
 //! remat limit) are used as given. Complexity: that of the runtime on n calls.
 //! @throws dtr::logic_error when `g` is not topologically indexed.
 template <class H>
-[[nodiscard]] dtr_run simulate_dtr(const static_graph& g, std::uint64_t budget, runtime_options options = {},
-                                   H heuristic = H{}) {
+[[nodiscard]] dtr_run simulate_dtr(const static_graph& g, std::uint64_t budget,
+                                   runtime_options options = {}, H heuristic = H{}) {
     DTR_EXPECTS(g.is_topologically_indexed(), "simulate_dtr: graph must be topologically indexed");
-    options.budget = static_cast<std::size_t>(std::min<std::uint64_t>(budget, std::numeric_limits<std::size_t>::max()));
+    options.budget = static_cast<std::size_t>(
+        std::min<std::uint64_t>(budget, std::numeric_limits<std::size_t>::max()));
     using policy = recording_policy<H>;
     dtr_run out;
     {
         runtime<sim_backend, policy> rt(options, sim_backend{}, policy(std::move(heuristic)));
-        policy* rec = &rt.heuristic();  // stable: the runtime does not move
+        policy* rec = &rt.heuristic(); // stable: the runtime does not move
         const std::size_t n = g.size();
         // Last reader of each node in program order (n = nothing reads it).
         std::vector<node_id> last_use(n, n);
@@ -255,7 +260,7 @@ template <class H>
             snapshot();
         }
         inputs.clear();
-        handle.clear();  // releases before the runtime goes: their frees are recorded too
+        handle.clear(); // releases before the runtime goes: their frees are recorded too
         out.stats = rt.stats();
         out.compute_cost = out.stats.compute_cost + out.stats.remat_cost;
         auto& log = rec->recording();

@@ -22,8 +22,8 @@ namespace dtr::graph {
 
 //! @brief What an event does.
 enum class event_kind : std::uint8_t {
-    compute,  //!< run the node's operator; its inputs must be resident, its output is not yet
-    free,     //!< drop the node's output tensor; it must be resident
+    compute, //!< run the node's operator; its inputs must be resident, its output is not yet
+    free,    //!< drop the node's output tensor; it must be resident
 };
 
 //! @brief One step of a schedule.

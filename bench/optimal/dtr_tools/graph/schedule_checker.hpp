@@ -50,13 +50,20 @@ enum class check_failure : std::uint8_t {
 //! @brief Short name of a failure kind ("missing_input", ...).
 [[nodiscard]] constexpr const char* to_string(check_failure f) noexcept {
     switch (f) {
-    case check_failure::none: return "none";
-    case check_failure::unknown_node: return "unknown_node";
-    case check_failure::missing_input: return "missing_input";
-    case check_failure::already_resident: return "already_resident";
-    case check_failure::not_resident: return "not_resident";
-    case check_failure::over_budget: return "over_budget";
-    case check_failure::never_computed: return "never_computed";
+        case check_failure::none:
+            return "none";
+        case check_failure::unknown_node:
+            return "unknown_node";
+        case check_failure::missing_input:
+            return "missing_input";
+        case check_failure::already_resident:
+            return "already_resident";
+        case check_failure::not_resident:
+            return "not_resident";
+        case check_failure::over_budget:
+            return "over_budget";
+        case check_failure::never_computed:
+            return "never_computed";
     }
     return "unknown";
 }
@@ -136,8 +143,8 @@ private:
         r.failure_ = f;
         r.event_index_ = i;
         r.node_ = v;
-        r.reason_ = i < s.size() ? "event " + std::to_string(i) + ": " + std::move(why)
-                                 : std::move(why);
+        r.reason_ =
+            i < s.size() ? "event " + std::to_string(i) + ": " + std::move(why) : std::move(why);
         return r;
     };
 
@@ -157,14 +164,15 @@ private:
         }
         if (resident[v])
             return fail(check_failure::already_resident, i, v,
-                        "compute " + g.describe(v) + ": its output is still resident "
-                        "(free it before recomputing)");
+                        "compute " + g.describe(v) +
+                            ": its output is still resident "
+                            "(free it before recomputing)");
         for (const node_id u : g.predecessors(v)) {
             if (!resident[u]) {
                 r.missing_ = u;
-                return fail(check_failure::missing_input, i, v,
-                            "compute " + g.describe(v) + ": input " + g.describe(u) +
-                                " is not resident");
+                return fail(
+                    check_failure::missing_input, i, v,
+                    "compute " + g.describe(v) + ": input " + g.describe(u) + " is not resident");
             }
         }
         const std::uint64_t needed = memory + g[v].output_bytes;

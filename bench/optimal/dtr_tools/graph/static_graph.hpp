@@ -62,10 +62,10 @@ public:
         : nodes_(std::move(nodes)), edges_(std::move(edges)) {
         const std::size_t n = nodes_.size();
         for (std::size_t v = 0; v < n; ++v)
-            DTR_EXPECTS(nodes_[v].compute_cost >= 0.0 &&
-                            nodes_[v].compute_cost <= std::numeric_limits<double>::max(),
-                        "static_graph: node " + describe(v) +
-                            " has a negative or non-finite compute cost");
+            DTR_EXPECTS(
+                nodes_[v].compute_cost >= 0.0 &&
+                    nodes_[v].compute_cost <= std::numeric_limits<double>::max(),
+                "static_graph: node " + describe(v) + " has a negative or non-finite compute cost");
         for (std::size_t j = 0; j < edges_.size(); ++j) {
             const auto [u, w] = edges_[j];
             DTR_EXPECTS(u < n && w < n, "static_graph: edge #" + std::to_string(j) + " (" +
@@ -85,8 +85,8 @@ public:
             std::sort(preds_[v].begin(), preds_[v].end());
             std::sort(succs_[v].begin(), succs_[v].end());
             const auto dup = std::adjacent_find(succs_[v].begin(), succs_[v].end());
-            DTR_EXPECTS(dup == succs_[v].end(), "static_graph: duplicate edge " + describe(v) +
-                                                    " -> " + describe(*dup));
+            DTR_EXPECTS(dup == succs_[v].end(),
+                        "static_graph: duplicate edge " + describe(v) + " -> " + describe(*dup));
         }
         order_ = kahn_order();
         if (order_.size() != n) {
@@ -205,7 +205,7 @@ private:
         const std::size_t n = nodes_.size();
         enum : unsigned char { white, grey, black };
         std::vector<unsigned char> colour(n, white);
-        std::vector<std::pair<node_id, std::size_t>> stack;  // node, next successor index
+        std::vector<std::pair<node_id, std::size_t>> stack; // node, next successor index
         for (node_id root = 0; root < n; ++root) {
             if (colour[root] != white) continue;
             stack.push_back({root, 0});
@@ -231,7 +231,7 @@ private:
                 }
             }
         }
-        return {};  // unreachable when called after a stalled Kahn pass
+        return {}; // unreachable when called after a stalled Kahn pass
     }
 
     std::vector<node> nodes_;

@@ -46,8 +46,8 @@
 //! Every error is a dtr::parse_error naming the source, the 1-based line and the problem.
 #pragma once
 
-#include <dtr_tools/json.hpp>
 #include <dtr/error.hpp>
+#include <dtr_tools/json.hpp>
 
 #include <algorithm>
 #include <array>
@@ -80,8 +80,8 @@ using op_id = std::uint32_t;
 
 //! @brief The ANNOTATE markers of the format.
 enum class annotation : std::uint8_t {
-    start,    //!< the measured iteration begins
-    backward  //!< the backward pass begins
+    start,   //!< the measured iteration begins
+    backward //!< the backward pass begins
 };
 
 //! @brief The logical instructions of a log, one struct per kind.
@@ -95,7 +95,7 @@ struct annotate {
 //! @brief A tensor that exists before the iteration (never evictable); binds `name`.
 struct constant {
     name_id name;
-    std::uint64_t bytes;  //!< from its MEMORY line
+    std::uint64_t bytes; //!< from its MEMORY line
 };
 
 //! @brief One result of a CALL.
@@ -104,15 +104,15 @@ struct call_result {
     //! Bytes as logged. For a view (alias >= 0) this is the size of the shared storage: the
     //! result adds no memory (the published simulator counts it as 0).
     std::uint64_t bytes;
-    std::int32_t alias;  //!< -1: fresh storage; else index into call::args whose storage it shares
+    std::int32_t alias; //!< -1: fresh storage; else index into call::args whose storage it shares
     [[nodiscard]] bool is_view() const noexcept { return alias >= 0; }
 };
 
 //! @brief A pure operator call; binds every result name.
 struct call {
     op_id op;
-    std::vector<name_id> args;          //!< may repeat a name (e.g. mul(x, x))
-    std::vector<call_result> results;   //!< distinct names, in logged order
+    std::vector<name_id> args;        //!< may repeat a name (e.g. mul(x, x))
+    std::vector<call_result> results; //!< distinct names, in logged order
     std::uint64_t time_ns;
 };
 
@@ -120,7 +120,7 @@ struct call {
 struct mutate {
     op_id op;
     std::vector<name_id> args;
-    std::vector<std::uint32_t> mutated;  //!< distinct indices into args
+    std::vector<std::uint32_t> mutated; //!< distinct indices into args
     std::uint64_t time_ns;
 };
 
@@ -165,22 +165,22 @@ struct log_reader_options {
 
 //! @brief What a log_reader has read so far, tolerated oddities included.
 struct log_statistics {
-    std::size_t lines = 0;          //!< physical lines read
-    std::size_t blank_lines = 0;    //!< whitespace-only lines, ignored
-    std::size_t skipped_lines = 0;  //!< non-blank lines before ANNOTATE START, checked only
-    std::size_t annotates = 0;      //!< records of each kind returned
+    std::size_t lines = 0;         //!< physical lines read
+    std::size_t blank_lines = 0;   //!< whitespace-only lines, ignored
+    std::size_t skipped_lines = 0; //!< non-blank lines before ANNOTATE START, checked only
+    std::size_t annotates = 0;     //!< records of each kind returned
     std::size_t constants = 0;
     std::size_t calls = 0;
     std::size_t mutates = 0;
     std::size_t copies = 0;
     std::size_t copy_froms = 0;
     std::size_t releases = 0;
-    std::size_t call_results = 0;     //!< results over all CALLs
-    std::size_t view_results = 0;     //!< of which views (ALIAS >= 0)
-    std::size_t unknown_releases = 0; //!< RELEASEs of never-defined names, skipped
-    std::size_t first_unknown_release_line = 0;  //!< 0: none
-    std::size_t reused_names = 0;     //!< definitions of names released earlier
-    std::size_t bound_names = 0;      //!< names bound now (at the end: the log's outputs)
+    std::size_t call_results = 0;               //!< results over all CALLs
+    std::size_t view_results = 0;               //!< of which views (ALIAS >= 0)
+    std::size_t unknown_releases = 0;           //!< RELEASEs of never-defined names, skipped
+    std::size_t first_unknown_release_line = 0; //!< 0: none
+    std::size_t reused_names = 0;               //!< definitions of names released earlier
+    std::size_t bound_names = 0;                //!< names bound now (at the end: the log's outputs)
 
     //! @brief Records returned so far.
     [[nodiscard]] std::size_t records() const noexcept {
@@ -197,11 +197,11 @@ struct log_statistics {
                   << "\n  mutate: " << s.mutates << "\n  copy: " << s.copies
                   << "\n  copy_from: " << s.copy_froms << "\n  release: " << s.releases
                   << "\nunknown releases (ignored): " << s.unknown_releases
-                  << (s.unknown_releases ? " first at line " +
-                                               std::to_string(s.first_unknown_release_line)
-                                         : std::string{})
-                  << "\nreused names: " << s.reused_names
-                  << "\nbound names: " << s.bound_names << '\n';
+                  << (s.unknown_releases
+                          ? " first at line " + std::to_string(s.first_unknown_release_line)
+                          : std::string{})
+                  << "\nreused names: " << s.reused_names << "\nbound names: " << s.bound_names
+                  << '\n';
     }
 };
 
@@ -262,16 +262,37 @@ inline std::string quoted(std::string_view s) {
 }
 
 // Line kinds of the format; MEMORY and ALIAS only occur inside groups.
-enum class line_op : std::uint8_t { annotate, constant, memory, call, alias, mutate, copy,
-                                    copy_from, release };
+enum class line_op : std::uint8_t {
+    annotate,
+    constant,
+    memory,
+    call,
+    alias,
+    mutate,
+    copy,
+    copy_from,
+    release
+};
 inline constexpr std::array<std::string_view, 9> line_op_names = {
     "ANNOTATE", "CONSTANT", "MEMORY", "CALL", "ALIAS", "MUTATE", "COPY", "COPY_FROM", "RELEASE"};
 
-enum field : unsigned { f_instruction, f_name, f_memory, f_args, f_result, f_time, f_alias,
-                        f_mutate, f_dst, f_src, f_annotation, field_count };
+enum field : unsigned {
+    f_instruction,
+    f_name,
+    f_memory,
+    f_args,
+    f_result,
+    f_time,
+    f_alias,
+    f_mutate,
+    f_dst,
+    f_src,
+    f_annotation,
+    field_count
+};
 inline constexpr std::array<std::string_view, field_count> field_names = {
-    "INSTRUCTION", "NAME", "MEMORY", "ARGS", "RESULT", "TIME", "ALIAS", "MUTATE", "DST", "SRC",
-    "ANNOTATION"};
+    "INSTRUCTION", "NAME",   "MEMORY", "ARGS", "RESULT",    "TIME",
+    "ALIAS",       "MUTATE", "DST",    "SRC",  "ANNOTATION"};
 
 constexpr unsigned bit(field f) noexcept { return 1u << f; }
 // Exactly these fields, all required, per line kind (indexed by line_op).
@@ -311,7 +332,9 @@ public:
     //! @brief Reads from `in`; `source` names it in errors. `in` must outlive the reader.
     explicit log_reader(std::istream& in, std::string source = "<stream>",
                         log_reader_options options = {})
-        : in_(&in), source_(std::move(source)), options_(options),
+        : in_(&in),
+          source_(std::move(source)),
+          options_(options),
           started_(!options.skip_before_start) {}
 
     //! @brief Opens the log at `path` (the reader owns the file).
@@ -321,10 +344,10 @@ public:
         auto file = std::make_unique<std::ifstream>(path, std::ios::binary);
         if (!file->is_open()) {
             const int err = errno;
-            throw parse_error(path.string(), 0,
-                              "cannot open for reading" +
-                                  (err ? ": " + std::generic_category().message(err)
-                                       : std::string{}));
+            throw parse_error(
+                path.string(), 0,
+                "cannot open for reading" +
+                    (err ? ": " + std::generic_category().message(err) : std::string{}));
         }
         log_reader reader(*file, path.string(), options);
         reader.owned_ = std::move(file);
@@ -392,7 +415,7 @@ public:
 private:
     using line_op = detail::line_op;
 
-    std::unique_ptr<std::istream> owned_;  // set by open() only
+    std::unique_ptr<std::istream> owned_; // set by open() only
     std::istream* in_;
     std::string source_;
     log_reader_options options_;
@@ -400,16 +423,16 @@ private:
     bool failed_ = false;
     bool done_ = false;
 
-    std::string text_;        // the current physical line
-    json::parser parser_;     // reused: keeps its scratch memory between lines
-    json::value dom_;         // the current line's parse; raw_'s views point into it
+    std::string text_;    // the current physical line
+    json::parser parser_; // reused: keeps its scratch memory between lines
+    json::value dom_;     // the current line's parse; raw_'s views point into it
     detail::raw_line raw_;
-    std::vector<std::string> pending_;  // names of a group, kept across its lines
-    std::vector<bool> seen_;            // scratch for MUTATE duplicate checks
+    std::vector<std::string> pending_; // names of a group, kept across its lines
+    std::vector<bool> seen_;           // scratch for MUTATE duplicate checks
 
     detail::interner names_;
     detail::interner ops_;
-    std::vector<bool> bound_;     // by name_id
+    std::vector<bool> bound_; // by name_id
     log_statistics stats_;
 
     [[noreturn]] void fail(std::size_t line, const std::string& problem) const {
@@ -533,8 +556,9 @@ private:
         if (it == names.end()) fail("unknown INSTRUCTION " + detail::quoted(ins->as_string()));
         raw_.op = static_cast<line_op>(it - names.begin());
 
-        if (unknown) fail("unknown field " + detail::quoted(*unknown) + " in a " +
-                          std::string(kind()) + " line");
+        if (unknown)
+            fail("unknown field " + detail::quoted(*unknown) + " in a " + std::string(kind()) +
+                 " line");
         const unsigned allowed = detail::line_fields[static_cast<std::size_t>(raw_.op)];
         for (unsigned f = 0; f < detail::field_count; ++f) {
             const bool want = allowed & (1u << f);
@@ -565,9 +589,12 @@ private:
         if (!v.is_string())
             fail("field \"ANNOTATION\" must be a string, got " +
                  std::string(json::kind_name(v.type())));
-        if (v.as_string() == "START") raw_.ann = annotation::start;
-        else if (v.as_string() == "BACKWARD") raw_.ann = annotation::backward;
-        else fail("ANNOTATION " + detail::quoted(v.as_string()) + " is neither START nor BACKWARD");
+        if (v.as_string() == "START")
+            raw_.ann = annotation::start;
+        else if (v.as_string() == "BACKWARD")
+            raw_.ann = annotation::backward;
+        else
+            fail("ANNOTATION " + detail::quoted(v.as_string()) + " is neither START nor BACKWARD");
     }
 
     void check_alias() {
@@ -645,7 +672,7 @@ private:
         const auto id = names_.intern(name);
         if (!id) fail(line, "too many distinct names (more than 2^32 - 1)");
         if (*id < bound_.size()) {
-            ++stats_.reused_names;  // check_definable ran: it was released
+            ++stats_.reused_names; // check_definable ran: it was released
         } else {
             bound_.resize(*id + 1u, false);
         }
@@ -675,8 +702,8 @@ private:
                  ", got " + std::string(kind()));
         if (raw_.name != name)
             fail(std::string(want_text) + " line names " + detail::quoted(raw_.name) +
-                 ", expected " + detail::quoted(name) + " (the " + std::string(head) +
-                 " at line " + std::to_string(head_line) + ")");
+                 ", expected " + detail::quoted(name) + " (the " + std::string(head) + " at line " +
+                 std::to_string(head_line) + ")");
     }
 
     bool next_impl(record& out) {
@@ -699,39 +726,39 @@ private:
             }
             out.line = line;
             switch (raw_.op) {
-            case line_op::annotate:
-                out.op = instr::annotate{raw_.ann};
-                ++stats_.annotates;
-                return true;
-            case line_op::constant:
-                read_constant(out, line);
-                return true;
-            case line_op::call:
-                read_call(out, line);
-                return true;
-            case line_op::mutate:
-                read_mutate(out);
-                return true;
-            case line_op::copy: {
-                const name_id src = use(raw_.src, "COPY source");
-                check_definable(raw_.dst, "COPY destination", line);
-                out.op = instr::copy{bind(raw_.dst, line), src};
-                ++stats_.copies;
-                return true;
-            }
-            case line_op::copy_from: {
-                const name_id dst = use(raw_.dst, "COPY_FROM destination");
-                out.op = instr::copy_from{dst, use(raw_.src, "COPY_FROM source")};
-                ++stats_.copy_froms;
-                return true;
-            }
-            case line_op::release:
-                if (read_release(out, line)) return true;
-                continue;
-            case line_op::memory:
-                fail("MEMORY line outside a CONSTANT or CALL group");
-            case line_op::alias:
-                fail("ALIAS line outside a CALL group");
+                case line_op::annotate:
+                    out.op = instr::annotate{raw_.ann};
+                    ++stats_.annotates;
+                    return true;
+                case line_op::constant:
+                    read_constant(out, line);
+                    return true;
+                case line_op::call:
+                    read_call(out, line);
+                    return true;
+                case line_op::mutate:
+                    read_mutate(out);
+                    return true;
+                case line_op::copy: {
+                    const name_id src = use(raw_.src, "COPY source");
+                    check_definable(raw_.dst, "COPY destination", line);
+                    out.op = instr::copy{bind(raw_.dst, line), src};
+                    ++stats_.copies;
+                    return true;
+                }
+                case line_op::copy_from: {
+                    const name_id dst = use(raw_.dst, "COPY_FROM destination");
+                    out.op = instr::copy_from{dst, use(raw_.src, "COPY_FROM source")};
+                    ++stats_.copy_froms;
+                    return true;
+                }
+                case line_op::release:
+                    if (read_release(out, line)) return true;
+                    continue;
+                case line_op::memory:
+                    fail("MEMORY line outside a CONSTANT or CALL group");
+                case line_op::alias:
+                    fail("ALIAS line outside a CALL group");
             }
         }
     }
@@ -760,8 +787,7 @@ private:
         }
         std::vector<std::string_view> sorted(pending_.begin(), pending_.end());
         std::sort(sorted.begin(), sorted.end());
-        if (const auto dup = std::adjacent_find(sorted.begin(), sorted.end());
-            dup != sorted.end())
+        if (const auto dup = std::adjacent_find(sorted.begin(), sorted.end()); dup != sorted.end())
             fail("RESULT lists " + detail::quoted(*dup) + " twice");
 
         c.results.resize(pending_.size());
@@ -770,9 +796,9 @@ private:
             c.results[k].bytes = raw_.memory;
             expect(line_op::alias, pending_[k], "CALL", line);
             if (raw_.alias >= static_cast<std::int64_t>(c.args.size()))
-                fail("ALIAS " + std::to_string(raw_.alias) + " of " +
-                     detail::quoted(pending_[k]) + " is out of range: the CALL at line " +
-                     std::to_string(line) + " has " + std::to_string(c.args.size()) + " ARGS");
+                fail("ALIAS " + std::to_string(raw_.alias) + " of " + detail::quoted(pending_[k]) +
+                     " is out of range: the CALL at line " + std::to_string(line) + " has " +
+                     std::to_string(c.args.size()) + " ARGS");
             c.results[k].alias = static_cast<std::int32_t>(raw_.alias);
             if (raw_.alias >= 0) ++stats_.view_results;
         }
@@ -794,7 +820,7 @@ private:
         const auto& idx = field(detail::f_mutate).as_array();
         m.mutated.reserve(idx.size());
         for (const json::value& i : idx)
-            m.mutated.push_back(static_cast<std::uint32_t>(i.as_int64()));  // checked in range
+            m.mutated.push_back(static_cast<std::uint32_t>(i.as_int64())); // checked in range
         ++stats_.mutates;
         out.op = std::move(m);
     }

@@ -10,8 +10,8 @@
 
 #include <dtr/backend/sim.hpp>
 #include <dtr/error.hpp>
-#include <dtr_tools/replay/log_reader.hpp>
 #include <dtr/runtime.hpp>
+#include <dtr_tools/replay/log_reader.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -25,10 +25,10 @@ namespace dtr::replay {
 
 //! @brief A whole log in memory, read once and replayed many times.
 struct trace {
-    std::string source;                  //!< file name as given
-    std::vector<record> records;         //!< from ANNOTATE START on
-    std::vector<std::string> names;      //!< name_id -> tensor name
-    std::vector<std::string> operators;  //!< op_id -> operator name
+    std::string source;                 //!< file name as given
+    std::vector<record> records;        //!< from ANNOTATE START on
+    std::vector<std::string> names;     //!< name_id -> tensor name
+    std::vector<std::string> operators; //!< op_id -> operator name
     log_statistics stats;
 };
 
@@ -100,16 +100,16 @@ struct replay_options {
 struct replay_result {
     replay::status status = status::ok;
     std::size_t budget = unlimited;
-    cost_t compute = 0;        //!< first executions
-    cost_t remat = 0;          //!< recomputations
-    cost_t forward_compute = 0;//!< first executions before ANNOTATE BACKWARD
-    cost_t transfer_stall = 0; //!< clock time spent waiting for host-tier transfers (offload)
+    cost_t compute = 0;         //!< first executions
+    cost_t remat = 0;           //!< recomputations
+    cost_t forward_compute = 0; //!< first executions before ANNOTATE BACKWARD
+    cost_t transfer_stall = 0;  //!< clock time spent waiting for host-tier transfers (offload)
     std::size_t peak_resident = 0;
     counters stats{};
     std::uint64_t backend_refusals = 0; //!< allocate() calls the backend answered with "no block"
     std::size_t region_peak = 0;        //!< arena replays: most bytes of the region in live blocks
     double wall_ms = 0;
-    std::string error;         //!< the out_of_memory message, for oom
+    std::string error; //!< the out_of_memory message, for oom
     //! @brief Total compute over `baseline` (the published "slowdown").
     [[nodiscard]] double slowdown(cost_t baseline) const noexcept {
         return baseline > 0 ? (compute + remat + transfer_stall) / baseline : 0;
@@ -150,7 +150,8 @@ struct logged_mutation {
 //! end, every tensor still referenced is made resident and pinned, in order of first
 //! definition of its names, as the simulator does.
 template <class Heuristic>
-replay_result run_replay(const trace& t, const replay_options& options, Heuristic heuristic = Heuristic{}) {
+replay_result run_replay(const trace& t, const replay_options& options,
+                         Heuristic heuristic = Heuristic{}) {
     using runtime_type = runtime<sim_backend, Heuristic>;
     const auto start = std::chrono::steady_clock::now();
     replay_result result;
@@ -167,11 +168,12 @@ replay_result run_replay(const trace& t, const replay_options& options, Heuristi
                                .offload = options.offload};
     // Thrashing is caught inside a rematerialization too: a deep one can cost without bound.
     if (thrash_at > 0) rt_options.remat_limit = thrash_at - options.baseline_compute;
-    sim_backend backend = options.arena_alignment == 0
-                              ? sim_backend{}
-                              : sim_backend::with_arena(options.arena_capacity != 0 ? options.arena_capacity
-                                                                                    : options.budget,
-                                                        options.arena_alignment);
+    sim_backend backend =
+        options.arena_alignment == 0
+            ? sim_backend{}
+            : sim_backend::with_arena(
+                  options.arena_capacity != 0 ? options.arena_capacity : options.budget,
+                  options.arena_alignment);
     if (options.offload != offload_policy::off) backend.enable_host_tier(options.tier);
     runtime_type rt(rt_options, std::move(backend), std::move(heuristic));
     // Everything the replay's clock has spent: first runs, recomputations, transfer waits.
@@ -211,66 +213,68 @@ replay_result run_replay(const trace& t, const replay_options& options, Heuristi
         for (std::size_t at = 0; at < t.records.size(); ++at) {
             const record& rec = t.records[at];
             switch (rec.op.index()) {
-            case 0: { // annotate
-                if (std::get<instr::annotate>(rec.op).what == annotation::backward && !backward) {
-                    backward = true;
-                    result.forward_compute = rt.stats().compute_cost;
+                case 0: { // annotate
+                    if (std::get<instr::annotate>(rec.op).what == annotation::backward &&
+                        !backward) {
+                        backward = true;
+                        result.forward_compute = rt.stats().compute_cost;
+                    }
+                    break;
                 }
-                break;
-            }
-            case 1: { // constant
-                const auto& c = std::get<instr::constant>(rec.op);
-                handle[c.name] = rt.constant(static_cast<std::size_t>(c.bytes));
-                value_of[c.name] = new_value();
-                if (options.keep_constants) constants.push_back(handle[c.name]);
-                break;
-            }
-            case 2: { // call
-                const auto& c = std::get<instr::call>(rec.op);
-                args.clear();
-                for (name_id a : c.args) args.push_back(handle[a]);
-                auto outs = rt.call_n(c.results.size(), detail::logged_call{&c}, args,
-                                      {.cost = static_cast<cost_t>(c.time_ns)});
-                for (std::size_t i = 0; i < outs.size(); ++i) {
-                    handle[c.results[i].name] = std::move(outs[i]);
-                    value_of[c.results[i].name] = new_value();
+                case 1: { // constant
+                    const auto& c = std::get<instr::constant>(rec.op);
+                    handle[c.name] = rt.constant(static_cast<std::size_t>(c.bytes));
+                    value_of[c.name] = new_value();
+                    if (options.keep_constants) constants.push_back(handle[c.name]);
+                    break;
                 }
-                break;
-            }
-            case 3: { // mutate
-                const auto& m = std::get<instr::mutate>(rec.op);
-                args.clear();
-                for (name_id a : m.args) args.push_back(handle[a]);
-                rt.mutate(detail::logged_mutation{}, args, m.mutated, static_cast<cost_t>(m.time_ns));
-                args.clear(); // the old versions' last handles may be these copies
-                for (std::uint32_t k : m.mutated) {
-                    const name_id n = m.args[k];
-                    --refs[value_of[n]];
-                    value_of[n] = new_value();
+                case 2: { // call
+                    const auto& c = std::get<instr::call>(rec.op);
+                    args.clear();
+                    for (name_id a : c.args) args.push_back(handle[a]);
+                    auto outs = rt.call_n(c.results.size(), detail::logged_call{&c}, args,
+                                          {.cost = static_cast<cost_t>(c.time_ns)});
+                    for (std::size_t i = 0; i < outs.size(); ++i) {
+                        handle[c.results[i].name] = std::move(outs[i]);
+                        value_of[c.results[i].name] = new_value();
+                    }
+                    break;
                 }
-                break;
-            }
-            case 4: { // copy
-                const auto& c = std::get<instr::copy>(rec.op);
-                handle[c.dst] = rt.view(handle[c.src]);
-                value_of[c.dst] = value_of[c.src];
-                ++refs[value_of[c.src]];
-                break;
-            }
-            case 5: { // copy_from
-                const auto& c = std::get<instr::copy_from>(rec.op);
-                drop(c.dst);
-                handle[c.dst] = rt.view(handle[c.src]);
-                value_of[c.dst] = value_of[c.src];
-                ++refs[value_of[c.src]];
-                break;
-            }
-            case 6: { // release
-                drop(std::get<instr::release>(rec.op).name);
-                break;
-            }
-            default:
-                break;
+                case 3: { // mutate
+                    const auto& m = std::get<instr::mutate>(rec.op);
+                    args.clear();
+                    for (name_id a : m.args) args.push_back(handle[a]);
+                    rt.mutate(detail::logged_mutation{}, args, m.mutated,
+                              static_cast<cost_t>(m.time_ns));
+                    args.clear(); // the old versions' last handles may be these copies
+                    for (std::uint32_t k : m.mutated) {
+                        const name_id n = m.args[k];
+                        --refs[value_of[n]];
+                        value_of[n] = new_value();
+                    }
+                    break;
+                }
+                case 4: { // copy
+                    const auto& c = std::get<instr::copy>(rec.op);
+                    handle[c.dst] = rt.view(handle[c.src]);
+                    value_of[c.dst] = value_of[c.src];
+                    ++refs[value_of[c.src]];
+                    break;
+                }
+                case 5: { // copy_from
+                    const auto& c = std::get<instr::copy_from>(rec.op);
+                    drop(c.dst);
+                    handle[c.dst] = rt.view(handle[c.src]);
+                    value_of[c.dst] = value_of[c.src];
+                    ++refs[value_of[c.src]];
+                    break;
+                }
+                case 6: { // release
+                    drop(std::get<instr::release>(rec.op).name);
+                    break;
+                }
+                default:
+                    break;
             }
             if (options.prefetch_lookahead > 0 && (rec.op.index() == 2 || rec.op.index() == 3))
                 prefetch_after(at, handle);
@@ -308,11 +312,13 @@ replay_result run_replay(const trace& t, const replay_options& options, Heuristi
     result.peak_resident = rt.stats().peak_resident_bytes;
     result.stats = rt.stats();
     result.backend_refusals = rt.backend().refusals();
-    if (const std::optional<memory_report> m = rt.backend().memory_info()) result.region_peak = m->peak_used;
+    if (const std::optional<memory_report> m = rt.backend().memory_info())
+        result.region_peak = m->peak_used;
     args.clear();
     handle.clear();
     constants.clear();
-    result.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    result.wall_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     return result;
 }
 

@@ -43,7 +43,7 @@ namespace dtr::heuristics::cost {
 class eqclass {
 public:
     struct storage_data {
-        std::uint32_t eq_node = heuristics::detail::npos; //!< class node while evicted
+        std::uint32_t eq_node = heuristics::detail::npos;          //!< class node while evicted
         std::uint32_t eq_registrations = heuristics::detail::npos; //!< own registry list
         double eq_contributed = 0; //!< cost added to the class at eviction
     };
@@ -112,7 +112,9 @@ public:
         if (na == heuristics::detail::npos || nb == heuristics::detail::npos) return false;
         return forest_.find(na, ctx) == forest_.find(nb, ctx);
     }
-    [[nodiscard]] const heuristics::detail::class_forest& forest() const noexcept { return forest_; }
+    [[nodiscard]] const heuristics::detail::class_forest& forest() const noexcept {
+        return forest_;
+    }
 
 private:
     template <class Storage>
@@ -141,7 +143,8 @@ private:
         if (d.eq_node == heuristics::detail::npos) return;
         const std::uint32_t root = forest_.find(d.eq_node, ctx);
         forest_.add_value(root, -d.eq_contributed);
-        forest_.drain_dependents(root, [&](void* candidate) { listener(*static_cast<Storage*>(candidate)); });
+        forest_.drain_dependents(
+            root, [&](void* candidate) { listener(*static_cast<Storage*>(candidate)); });
         forest_.release(d.eq_node);
         d.eq_node = heuristics::detail::npos;
         d.eq_contributed = 0;

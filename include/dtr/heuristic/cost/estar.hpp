@@ -77,8 +77,10 @@ public:
     //! @brief The neighbourhood's cost by a fresh traversal, ignoring the cache (tests).
     template <class Storage>
     double neighbourhood_cost(const Storage& s, const heuristic_context& ctx) {
-        if constexpr (Descendants) return half_cost<true>(s, ctx) + half_cost<false>(s, ctx);
-        else return half_cost<true>(s, ctx);
+        if constexpr (Descendants)
+            return half_cost<true>(s, ctx) + half_cost<false>(s, ctx);
+        else
+            return half_cost<true>(s, ctx);
     }
 
     template <class Storage, class Listener = ignore_decrease>

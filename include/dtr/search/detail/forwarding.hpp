@@ -53,10 +53,10 @@ public:
     [[nodiscard]] H& inner() noexcept { return inner_; }
     [[nodiscard]] const H& inner() const noexcept { return inner_; }
 
-#define DTR_FORWARD_HOOK(hook_name)                                                        \
-    template <class Storage>                                                               \
-    void hook_name(Storage& s, const heuristic_context& ctx) {                             \
-        hook::hook_name##_t::invoke(inner_, s, ctx);                                       \
+#define DTR_FORWARD_HOOK(hook_name)                            \
+    template <class Storage>                                   \
+    void hook_name(Storage& s, const heuristic_context& ctx) { \
+        hook::hook_name##_t::invoke(inner_, s, ctx);           \
     }
     DTR_HEURISTIC_HOOKS(DTR_FORWARD_HOOK)
 #undef DTR_FORWARD_HOOK
