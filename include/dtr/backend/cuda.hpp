@@ -56,6 +56,8 @@ struct cuda_backend_options {
     //! model is what the offload decision compares with recomputation; the true transfer
     //! times reach the clock through the operators that wait for them.
     bool host_tier = false;
+    //! The host tier's capacity and transfer model (used only with `host_tier`). Its
+    //! `overlap` is ignored: transfers always run on the copy stream (transfers_overlap()).
     host_tier_options tier{};
 };
 
@@ -73,8 +75,10 @@ struct cuda_backend_options {
 //! - Device: the device current at construction must be current whenever the backend (or
 //!   the runtime owning it) is used.
 //! - Errors: CUDA failures throw dtr::cuda_error naming the call; failing to reserve the
-//!   region throws dtr::cuda_out_of_memory (a dtr::out_of_memory). A kernel launch that
-//!   fails inside an operator fails that call (the runtime discards its outputs).
+//!   region throws dtr::cuda_out_of_memory (a dtr::out_of_memory), as does any call that
+//!   reports cudaErrorMemoryAllocation. A kernel launch that fails inside an operator fails
+//!   that call (the runtime discards its outputs). Asynchronous errors (a faulting kernel)
+//!   surface in whichever later call reports them.
 //!
 //! - Offload (with cuda_backend_options::host_tier; dtr::offloading_backend): host copies are
 //!   pinned host blocks (cudaHostAlloc). Transfers run on a copy stream of the backend's
@@ -87,19 +91,26 @@ struct cuda_backend_options {
 //! Not thread-safe, like the runtime that owns it. Move-only.
 class cuda_backend {
 public:
+    //! A device address (dtr::device_pointer): host code cannot dereference it.
     using pointer = device_pointer<std::byte>;
     using const_pointer = device_pointer<const std::byte>;
 
-    //! Alignment of every block.
+    //! Alignment of the region and of every block.
     static constexpr std::size_t alignment = 256;
 
     //! @brief Reserves `capacity` bytes (rounded down to 256) on the current device and
     //! prepares `options.timing_slots` event pairs for measuring operators on `stream`.
     //! @param stream the stream operators run on; the backend does not own it, and it must
     //!        outlive the backend (0 is the legacy default stream).
+    //! Effects: one cudaMalloc for the region; with `options.host_tier`, also creates the
+    //! copy stream (non-blocking) and its two events. On a throw, whatever was created is
+    //! released again.
     //! Throws: dtr::logic_error when the capacity is below 256 bytes;
-    //!         dtr::cuda_out_of_memory when the device cannot provide the region;
-    //!         dtr::cuda_error when there is no usable device or the stream is invalid.
+    //!         dtr::cuda_out_of_memory when the device cannot provide the region (info():
+    //!         the bytes requested and the device's free bytes);
+    //!         dtr::cuda_error when there is no usable device, the stream is invalid, or an
+    //!         event or the copy stream cannot be created; std::bad_alloc for the slots.
+    //! Complexity: O(options.timing_slots) event creations.
     cuda_backend(std::size_t capacity, cudaStream_t stream, cuda_backend_options options = {})
         : stream_(stream), arena_(capacity, alignment) {
         DTR_EXPECTS(arena_.capacity() != 0, "cuda_backend: a region of " +
@@ -132,6 +143,9 @@ public:
         }
     }
 
+    //! @brief Effects: takes over `other`'s region, events, copy stream and measurements in
+    //! flight (no CUDA call); `other` is left with none of them, so destroying it makes no
+    //! CUDA call.
     cuda_backend(cuda_backend&& other) noexcept
         : stream_(other.stream_),
           device_(other.device_),
@@ -153,17 +167,22 @@ public:
     cuda_backend(const cuda_backend&) = delete;
     cuda_backend& operator=(const cuda_backend&) = delete;
 
-    //! @brief Waits for the stream (its kernels may still use the region), then frees the
-    //! events and the region. Errors are ignored: a destructor cannot report them, and a
-    //! device that failed has already reported through the calls that saw it.
+    //! @brief Effects: waits for the copy stream and destroys it, waits for stream() (its
+    //! kernels may still use the region), then frees the events and the region. Errors are
+    //! ignored, and cleared: a destructor cannot report them, and a device that failed has
+    //! already reported through the calls that saw it. Pinned host copies are not freed
+    //! here: that is free_host()'s job.
     ~cuda_backend() { release(); }
 
     // ---- the dtr::backend contract --------------------------------------------------------
 
-    //! @brief The best-fit block of the region for `bytes` (256-aligned; a zero-byte request
-    //! gets a distinct block), or a null pointer when no free block is large enough.
-    //! No CUDA call: the region is already reserved.
-    //! Throws: std::bad_alloc only if the arena's host-side bookkeeping cannot grow.
+    //! @brief A new block, the best fit in the region. No CUDA call: the region is already
+    //! reserved.
+    //!
+    //! Returns: `bytes` bytes, 256-aligned (a zero-byte request gets a distinct block), or a
+    //! null pointer when no free block is large enough (counted in refusals()).
+    //! Throws: std::bad_alloc only if the arena's host-side bookkeeping cannot grow (nothing
+    //! changed).
     //! Complexity: O(log blocks).
     [[nodiscard]] pointer allocate(std::size_t bytes) {
         const std::optional<std::size_t> offset = arena_.allocate(bytes);
@@ -174,29 +193,35 @@ public:
         return pointer(base_ + *offset);
     }
 
-    //! @brief Returns a block to the region. It may be reused by the next allocate(), which
-    //! is safe for work ordered on stream(). A pointer that is not the start of a live block
-    //! is a bug in the caller and terminates (the arena throws in a noexcept function).
+    //! @brief Effects: gives back a block obtained from allocate(bytes) (`bytes` is not
+    //! checked), without a CUDA call or a wait. It may be reused by the next allocate(),
+    //! which is safe for work ordered on stream(). A pointer that is not the start of a live
+    //! block is a bug in the caller and terminates (the arena throws in a noexcept function).
     //! Complexity: O(log blocks).
     void deallocate(pointer p, std::size_t /*bytes*/) noexcept {
         arena_.deallocate(static_cast<std::size_t>(p.get() - base_));
     }
 
-    //! @brief Device-to-device copy, enqueued on stream().
-    //! Throws: dtr::cuda_error.
+    //! @brief Effects: enqueues a device-to-device copy of `bytes` bytes on stream() and
+    //! returns without waiting (no CUDA call for zero bytes).
+    //! Throws: dtr::cuda_error when cudaMemcpyAsync fails.
     void copy(pointer dst, const_pointer src, std::size_t bytes) {
         if (bytes != 0)
             DTR_CUDA_TRY(
                 cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, stream_));
     }
 
-    //! @brief Runs the operator body (which enqueues work on stream()), starts a measurement
-    //! of that work with a pair of events, and returns the provisional cost: the host time
-    //! the body took, in nanoseconds. The true cost follows through collect_costs().
-    //! If every timing slot is in flight, first waits for the oldest one to finish.
-    //! Throws: dtr::cuda_error when recording an event fails or a launch inside the body
-    //!         failed (cudaGetLastError); whatever the body throws. A throwing execute()
-    //!         starts no measurement.
+    //! @brief Effects: runs the operator body on the calling thread (it enqueues work on
+    //! stream()) and starts a measurement of that work with a pair of events recorded on
+    //! stream(). If every timing slot is in flight, first waits for the oldest one to finish
+    //! (cudaEventSynchronize). With timing off (no slots) the host time is final at once.
+    //! Returns: the provisional cost: the host time the body took, in nanoseconds, on
+    //! std::chrono::steady_clock. The true cost follows through collect_costs().
+    //! Throws: dtr::cuda_error when waiting for the oldest measurement reports an error,
+    //!         when recording an event fails, or when a launch inside the body failed
+    //!         (cudaGetLastError after the body; a launch error left pending before the body
+    //!         is cleared first, not reported); whatever the body throws. A throwing
+    //!         execute() starts no measurement.
     template <class Body>
     cost_t execute(Body&& body) {
         // A launch error left pending by code outside the runtime is not this operator's.
@@ -226,14 +251,18 @@ public:
         return host;
     }
 
-    //! @brief Hands the true cost (ns, from the events) of each finished measurement to
-    //! `sink(cost_t)`, oldest first, each once; returns how many (dtr::deferred_costs).
-    //! - routine: does nothing unless half the slots are in flight, then hands over what
-    //!   has finished (one cudaEventQuery per finished slot plus one);
-    //! - ready: hands over everything that has finished, never waits;
-    //! - wait: waits for every measurement in flight, then hands all over.
+    //! @brief Effects: hands the true cost (ns, from the events) of each finished
+    //! measurement to `sink(cost_t)`, oldest first, each once (dtr::deferred_costs).
+    //! - routine: queries the events only when at least half the slots are in flight (one
+    //!   cudaEventQuery per finished slot plus one); hands over what has been read back;
+    //! - ready: queries until the oldest in flight has not finished, never waits;
+    //! - wait: waits for every measurement in flight (cudaEventSynchronize), then hands all
+    //!   over.
+    //! With timing off, every mode hands over the host times at once, with no CUDA call.
+    //! Returns: how many costs reached `sink`.
     //! Throws: dtr::cuda_error when the device reports an error (e.g. a faulting kernel
-    //!         earlier on the stream); measurements not handed over stay pending.
+    //!         earlier on the stream); then nothing reaches `sink`, and measurements not
+    //!         handed over stay pending.
     template <class Sink>
     std::size_t collect_costs(Sink&& sink, cost_collection mode) {
         if (mode != cost_collection::routine || 2 * in_flight_ >= slots_.size())
@@ -244,57 +273,75 @@ public:
         return handed;
     }
 
-    //! @brief The region's layout now.
+    //! @brief Returns: the region's layout now, never std::nullopt (the region is fixed);
+    //! its `refusals` is refusals(). No CUDA call.
+    //! Complexity: O(1).
     [[nodiscard]] std::optional<memory_report> memory_info() const noexcept {
         return memory_report_of(arena_, refusals_);
     }
 
     // ---- device access --------------------------------------------------------------------
 
-    //! @brief The stream operators must launch on.
+    //! @brief Returns: the stream operators must launch on (the one given at construction).
     [[nodiscard]] cudaStream_t stream() const noexcept { return stream_; }
-    //! @brief The device holding the region.
+    //! @brief Returns: the device holding the region (current at construction).
     [[nodiscard]] int device() const noexcept { return device_; }
 
-    //! @brief Copies `bytes` host bytes into device memory, ordered on stream(). From
-    //! pageable memory `src` may be reused as soon as this returns; from page-locked memory
-    //! it must stay valid until the stream reaches the copy.
-    //! Throws: dtr::cuda_error.
+    //! @brief Effects: enqueues a copy of `bytes` host bytes into device memory on stream()
+    //! (no CUDA call for zero bytes). From pageable memory `src` may be reused as soon as
+    //! this returns; from page-locked memory it must stay valid until the stream reaches the
+    //! copy.
+    //! Throws: dtr::cuda_error when cudaMemcpyAsync fails.
     void upload(pointer dst, const void* src, std::size_t bytes) {
         if (bytes != 0)
             DTR_CUDA_TRY(cudaMemcpyAsync(dst.get(), src, bytes, cudaMemcpyHostToDevice, stream_));
     }
 
-    //! @brief Copies `bytes` device bytes to host memory after the work already on stream(),
-    //! and waits for it (one stream synchronization).
-    //! Throws: dtr::cuda_error.
+    //! @brief Effects: copies `bytes` device bytes to host memory after the work already on
+    //! stream(), and waits for it (one stream synchronization, even for zero bytes): `dst`
+    //! holds the bytes on return.
+    //! Throws: dtr::cuda_error when the copy fails or the synchronization reports an error
+    //! of any work on stream().
     void download(void* dst, const_pointer src, std::size_t bytes) {
         if (bytes != 0)
             DTR_CUDA_TRY(cudaMemcpyAsync(dst, src.get(), bytes, cudaMemcpyDeviceToHost, stream_));
         synchronize();
     }
 
-    //! @brief Waits for all work on stream(). Throws: dtr::cuda_error.
+    //! @brief Effects: waits for all work enqueued on stream() so far (cudaStreamSynchronize),
+    //! which includes the transfers stream() was ordered after.
+    //! Throws: dtr::cuda_error when the synchronization reports an error.
     void synchronize() { DTR_CUDA_TRY(cudaStreamSynchronize(stream_)); }
 
     // ---- statistics -----------------------------------------------------------------------
 
-    //! @brief Bytes of the region.
+    // None of these makes a CUDA call.
+
+    //! @brief Returns: the bytes of the region (the constructor's capacity rounded down to
+    //! 256).
     [[nodiscard]] std::size_t capacity() const noexcept { return arena_.capacity(); }
-    //! @brief Bytes of the region in live blocks (requests rounded up to 256).
+    //! @brief Returns: the region's bytes in live blocks (requests rounded up to 256).
     [[nodiscard]] std::size_t used_bytes() const noexcept { return arena_.used_bytes(); }
-    //! @brief Highest used_bytes() so far: the device memory the runtime really needed.
+    //! @brief Returns: the highest used_bytes() so far: the device memory the runtime really
+    //! needed.
     [[nodiscard]] std::size_t peak_bytes() const noexcept { return arena_.peak_used_bytes(); }
-    //! @brief allocate() calls answered with a null pointer so far.
+    //! @brief Returns: the number of allocate() calls answered with a null pointer so far.
     [[nodiscard]] std::uint64_t refusals() const noexcept { return refusals_; }
-    //! @brief Measurements started and not yet finished or handed over.
+    //! @brief Returns: the measurements started whose cost has not been read back from their
+    //! events yet (at most cuda_backend_options::timing_slots).
     [[nodiscard]] std::size_t measurements_in_flight() const noexcept { return in_flight_; }
-    //! @brief The allocator (e.g. to walk the blocks in a test).
+    //! @brief Returns: the allocator (e.g. to walk the blocks in a test).
     [[nodiscard]] const arena& layout() const noexcept { return arena_; }
-    //! @brief Start of the region; block addresses are base() + arena offset.
+    //! @brief Returns: the start of the region; block addresses are base() + arena offset.
     [[nodiscard]] const_pointer base() const noexcept { return const_pointer(base_); }
 
-    //! @brief allocate(bytes) placed as `where` says (runtime_options::placement).
+    //! @brief As allocate(bytes), placed as `where` says (runtime_options::placement).
+    //! Returns: the block, or a null pointer when no free block is large enough (counted in
+    //! refusals()).
+    //! Throws: std::bad_alloc only if the arena's host-side bookkeeping cannot grow (nothing
+    //! changed).
+    //! Complexity: O(log blocks) for arena::placement::best_fit; O(blocks) worst case for
+    //! arena::placement::high.
     [[nodiscard]] pointer allocate(std::size_t bytes, arena::placement where) {
         const std::optional<std::size_t> offset = arena_.allocate(bytes, where);
         if (!offset) {
@@ -305,14 +352,18 @@ public:
     }
 
     // ---- dtr::reports_layout: the region's blocks, for fragmentation-aware eviction --------
+    //! @brief Returns: true (the region is fixed, so the runtime may search it for windows).
     [[nodiscard]] bool has_layout() const noexcept { return true; }
+    //! @brief Returns: 256, the arena's alignment.
     [[nodiscard]] std::size_t layout_alignment() const noexcept { return arena_.alignment(); }
-    //! @brief The region offset of the block allocate() returned as `p` (host arithmetic on
-    //! the address; the device is not touched).
+    //! @brief Returns: the region offset of the block allocate() returned as `p` (host
+    //! arithmetic on the address; the device is not touched).
     [[nodiscard]] std::size_t region_offset(const_pointer p) const noexcept {
         return static_cast<std::size_t>(p.get() - base_);
     }
-    //! @brief Calls `fn(offset, size, is_free)` for every block in address order.
+    //! @brief Effects: calls `fn(offset, size, is_free)` for every block of the region in
+    //! address order (host-side bookkeeping; no CUDA call).
+    //! Throws: what `fn` throws.
     //! Complexity: O(blocks).
     template <class Fn>
     void for_each_block(Fn&& fn) const {
@@ -320,21 +371,38 @@ public:
     }
 
     // ---- dtr::offloading_backend: pinned host memory and a copy stream ------------------------
-    //! A pinned host block holding a storage's bytes.
+    //! A pinned host block (cudaHostAlloc) holding a storage's bytes; null once freed.
     struct host_copy {
         void* bytes = nullptr;
     };
+    //! @brief Returns: whether the backend was built with cuda_backend_options::host_tier
+    //! (it then has a copy stream).
     [[nodiscard]] bool has_host_tier() const noexcept { return copy_stream_ != nullptr; }
+    //! @brief Returns: whether there is a host tier and `bytes` more fit in its
+    //! host_tier_options::capacity. Pinned memory itself may still run out: copy_out() then
+    //! throws.
     [[nodiscard]] bool host_room(std::size_t bytes) const noexcept {
         return has_host_tier() && tier_.room(bytes);
     }
+    //! @brief Returns: the modelled cost in ns of moving `bytes` either way
+    //! (cuda_backend_options::tier's transfer model, the default one without a tier; not a
+    //! measurement), which the offload decision compares with recomputation.
     [[nodiscard]] cost_t transfer_cost(std::size_t bytes) const noexcept {
         return tier_.cost(bytes);
     }
+    //! @brief Returns: true: transfers run on the copy stream, concurrently with compute.
     [[nodiscard]] bool transfers_overlap() const noexcept { return true; }
-    //! @brief A pinned host block filled from `src` on the copy stream, after the work on
-    //! stream(); stream() waits for it before reusing the block.
-    //! Throws: dtr::cuda_error (cudaErrorMemoryAllocation when pinned memory runs out).
+    //! @brief A new host copy of the device block `src` (host tier only).
+    //!
+    //! Effects: allocates a pinned host block (cudaHostAlloc; one byte for zero bytes) and
+    //! enqueues the device-to-host copy on the copy stream after the work already on
+    //! stream(); stream() waits for it before anything enqueued later, so the device block
+    //! may be reused at once. The host does not wait. host_room() is not checked: the
+    //! runtime checks it first.
+    //! Returns: the copy, and `now` as the time the block is reusable: the wait shows in the
+    //! measured cost of the operators behind it.
+    //! Throws: dtr::cuda_out_of_memory when pinned host memory runs out; dtr::cuda_error
+    //! when an event or the copy cannot be enqueued (the pinned block is then freed).
     [[nodiscard]] copy_out_result<host_copy> copy_out(const_pointer src, std::size_t bytes,
                                                       cost_t now) {
         void* p = nullptr;
@@ -348,13 +416,21 @@ public:
         tier_.hold(bytes);
         return {host_copy{p}, now};
     }
-    //! @brief Fills `dst` from a host copy on the copy stream, after the work on stream();
-    //! stream() waits for it before the operators that read it. Throws: dtr::cuda_error.
+    //! @brief Effects: enqueues the copy of a host copy into the device block `dst` on the
+    //! copy stream, after the work already on stream(); stream() waits for it before
+    //! anything enqueued later (the operators that read `dst`). The host does not wait, and
+    //! the host copy stays valid (free_host() frees it). Host tier only.
+    //! Returns: `now`: the wait shows in the measured cost of the operators behind it.
+    //! Throws: dtr::cuda_error when an event or the copy cannot be enqueued.
     cost_t copy_in(pointer dst, const host_copy& copy, std::size_t bytes, cost_t now) {
         transfer(dst.get(), copy.bytes, bytes, cudaMemcpyHostToDevice);
         return now;
     }
-    //! @brief Waits for the copy stream (a transfer may still read the block), then frees it.
+    //! @brief Effects: for a copy that holds a block, waits for the copy stream (a transfer
+    //! may still read or fill the block), frees it (cudaFreeHost), nulls `copy.bytes` and
+    //! gives `bytes` back to the tier; nothing for a null copy. CUDA errors are ignored and
+    //! cleared.
+    //! Complexity: one synchronization of the copy stream.
     void free_host(host_copy& copy, std::size_t bytes) noexcept {
         if (copy.bytes == nullptr) return;
         (void)cudaStreamSynchronize(copy_stream_);
@@ -363,9 +439,11 @@ public:
         copy.bytes = nullptr;
         tier_.release(bytes);
     }
-    //! @brief The stream transfers run on (null without a host tier).
+    //! @brief Returns: the stream transfers run on, owned by the backend (null without a
+    //! host tier).
     [[nodiscard]] cudaStream_t copy_stream() const noexcept { return copy_stream_; }
-    //! @brief Bytes in pinned host copies now.
+    //! @brief Returns: the bytes held in pinned host copies now (the sizes copied out, not
+    //! the pinned blocks' sizes).
     [[nodiscard]] std::size_t host_bytes() const noexcept { return tier_.used_bytes(); }
 
 private:

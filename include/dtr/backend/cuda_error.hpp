@@ -28,9 +28,10 @@ namespace dtr {
 //! made; code() is the cudaError_t.
 class cuda_error : public std::runtime_error {
 public:
+    //! @brief An error with code() `code` and what() `message` (DTR_CUDA_TRY composes it).
     cuda_error(cudaError_t code, const std::string& message)
         : std::runtime_error(message), code_(code) {}
-    //! @brief The CUDA error code.
+    //! @brief Returns: the CUDA error code.
     [[nodiscard]] cudaError_t code() const noexcept { return code_; }
 
 private:
@@ -38,12 +39,13 @@ private:
 };
 
 //! @brief The device could not provide memory (cudaErrorMemoryAllocation), typically when a
-//! backend reserves its region. A dtr::out_of_memory: details().requested is the size asked
-//! for and details().free_total the device's free memory at the time, when known.
+//! backend reserves its region. A dtr::out_of_memory: info().requested is the size asked for
+//! and info().free_total the device's free memory at the time, when known (0 otherwise).
 class cuda_out_of_memory : public out_of_memory {
 public:
+    //! @brief An error with what() `message` and info() `d`.
     cuda_out_of_memory(std::string message, details d) : out_of_memory(std::move(message), d) {}
-    //! @brief Always cudaErrorMemoryAllocation; for symmetry with cuda_error.
+    //! @brief Returns: cudaErrorMemoryAllocation, always; for symmetry with cuda_error.
     [[nodiscard]] static constexpr cudaError_t code() noexcept { return cudaErrorMemoryAllocation; }
 };
 

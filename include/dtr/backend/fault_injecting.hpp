@@ -59,6 +59,8 @@ enum class fault_site : std::uint8_t {
 //! a device error would be: to the runtime it is whatever an operator throws.
 class injected_fault : public std::runtime_error {
 public:
+    //! @brief The fault of execute() call number `execution`, thrown at `site`; what() names
+    //! both.
     injected_fault(fault_site site, std::uint64_t execution)
         : std::runtime_error(std::string("dtr: injected fault ") +
                              (site == fault_site::before_body ? "before" : "after") +
@@ -66,9 +68,10 @@ public:
                              " (fault_injecting_backend)"),
           site_(site),
           execution_(execution) {}
-    //! @brief Before or after the body ran.
+    //! @brief Returns: whether it was thrown before or after the body ran.
     [[nodiscard]] fault_site site() const noexcept { return site_; }
-    //! @brief Index of the failed execute() call, counting from 0 for this backend.
+    //! @brief Returns: the index of the failed execute() call, counting from 0 for this
+    //! backend (fault_counters::executions before the call).
     [[nodiscard]] std::uint64_t execution() const noexcept { return execution_; }
 
 private:
@@ -78,7 +81,7 @@ private:
 
 //! @brief What fault_injecting_backend injects. Rates are probabilities in [0, 1].
 struct fault_options {
-    std::uint64_t seed = 0;
+    std::uint64_t seed = 0;           //!< seeds the allocation and the execution streams
     double allocation_fault_rate = 0; //!< share of allocate() calls answered with null
     double execution_fault_rate = 0;  //!< share of execute() calls that throw injected_fault
     double after_body_share = 0.5;    //!< share of execution faults thrown after the body ran
@@ -91,9 +94,11 @@ struct fault_counters {
     std::uint64_t executions = 0;         //!< execute() calls
     std::uint64_t faults_before_body = 0; //!< injected_fault thrown before the body
     std::uint64_t faults_after_body = 0;  //!< injected_fault thrown after the body
+    //! @brief Returns: the injected_fault exceptions thrown, before and after the body.
     [[nodiscard]] std::uint64_t execution_faults() const noexcept {
         return faults_before_body + faults_after_body;
     }
+    //! @brief Returns: every fault injected, allocations and executions.
     [[nodiscard]] std::uint64_t total() const noexcept {
         return allocation_faults + execution_faults();
     }
@@ -111,12 +116,15 @@ struct fault_counters {
 template <class Backend>
 class fault_injecting_backend {
 public:
+    //! The wrapped backend's address types.
     using pointer = typename Backend::pointer;
     using const_pointer = typename Backend::const_pointer;
+    //! The wrapped backend's type.
     using upstream_type = Backend;
 
-    //! @brief Wraps `upstream` with the given fault rates.
-    //! Throws: dtr::logic_error when a rate is not in [0, 1].
+    //! @brief Wraps `upstream` (moved in) with the given fault rates and seed; injection is
+    //! enabled and every counter is 0.
+    //! Throws: dtr::logic_error when a rate is not in [0, 1]; what moving `upstream` throws.
     explicit fault_injecting_backend(fault_options options = {}, Backend upstream = Backend{})
         : upstream_(std::move(upstream)) {
         set_options(options);
@@ -124,8 +132,15 @@ public:
 
     // ---- the dtr::backend contract --------------------------------------------------------
 
-    //! @brief The wrapped backend's block, or (injected) the null pointer without asking it.
+    //! @brief A block from the wrapped backend, unless a fault is injected.
+    //!
+    //! Effects: counts the call (fault_counters::allocations); while enabled(), takes one
+    //! draw from the allocation stream.
+    //! Returns: with probability fault_options::allocation_fault_rate, the null pointer
+    //! without asking the wrapped backend (counted in fault_counters::allocation_faults);
+    //! otherwise upstream().allocate(bytes).
     //! Throws: whatever the wrapped backend's allocate() throws.
+    //! Complexity: the wrapped allocate()'s, plus O(1).
     [[nodiscard]] pointer allocate(std::size_t bytes) {
         ++counters_.allocations;
         if (enabled_ && draw(allocation_state_) < options_.allocation_fault_rate) {
@@ -137,6 +152,7 @@ public:
 
     //! @brief The placed allocation of the arena backends (runtime_options::placement),
     //! forwarded where Backend has it, with the same injected refusals as allocate(bytes).
+    //! Effects, Returns, Throws: as allocate(bytes), with upstream().allocate(bytes, where).
     [[nodiscard]] pointer allocate(std::size_t bytes, arena::placement where) requires
         requires(Backend& b, std::size_t n, arena::placement w) {
         { b.allocate(n, w) } -> std::same_as<pointer>;
@@ -150,21 +166,33 @@ public:
         return upstream_.allocate(bytes, where);
     }
 
-    //! @brief Returns a block to the wrapped backend; never disturbed.
+    //! @brief Effects: upstream().deallocate(p, bytes); never disturbed.
     void deallocate(pointer p, std::size_t bytes) noexcept { upstream_.deallocate(p, bytes); }
 
-    //! @brief The wrapped backend's copy; never disturbed.
+    //! @brief Effects: upstream().copy(dst, src, bytes); never disturbed.
+    //! Throws: what the wrapped copy() throws (noexcept when it is).
     decltype(auto) copy(pointer dst, const_pointer src, std::size_t bytes) noexcept(
         noexcept(std::declval<Backend&>().copy(dst, src, bytes))) {
         return upstream_.copy(dst, src, bytes);
     }
 
-    //! @brief Runs `body` on the wrapped backend and returns its cost, or throws
-    //! dtr::injected_fault before running it or after the wrapped backend ran it.
+    //! @brief Runs `body` on the wrapped backend, unless a fault is injected before it.
+    //!
+    //! Effects: counts the call (fault_counters::executions; the count before it is the
+    //! call's index); while enabled(), takes one draw from the execution stream and, for a
+    //! fault (probability fault_options::execution_fault_rate), a second for its site
+    //! (after the body with probability fault_options::after_body_share). Then, unless the
+    //! fault is before the body, runs upstream().execute(body).
     //! On a backend with deferred costs, a fault after the body discards the measurement the
     //! wrapped execute() started, so that (as the protocol requires) a throwing execute()
     //! starts none: collect_costs() never hands it over.
-    //! Throws: dtr::injected_fault; whatever the body or the wrapped execute() throws.
+    //! Returns: the wrapped execute()'s cost.
+    //! Throws: dtr::injected_fault, before the body (which then did not run) or after the
+    //!         wrapped execute() returned, counted in fault_counters::faults_before_body or
+    //!         faults_after_body; whatever the body or the wrapped execute() throws (a fault
+    //!         drawn for after such a body is then neither thrown nor counted); with deferred
+    //!         costs, std::bad_alloc before the body runs when the measurement to discard
+    //!         cannot be recorded.
     template <class Body>
     cost_t execute(Body&& body) {
         const std::uint64_t index = counters_.executions++;
@@ -206,8 +234,8 @@ public:
 
     // ---- optional members the runtime detects ---------------------------------------------
 
-    //! @brief The wrapped backend's report, its `refusals` including the injected ones (the
-    //! allocate() calls answered with null, as the runtime saw them).
+    //! @brief Returns: the wrapped backend's report, its `refusals` including the injected
+    //! ones (the allocate() calls answered with null, as the runtime saw them).
     [[nodiscard]] std::optional<memory_report> memory_info() const noexcept requires
         reports_memory<Backend> {
         std::optional<memory_report> r = upstream_.memory_info();
@@ -215,8 +243,10 @@ public:
         return r;
     }
 
-    //! @brief The wrapped backend's collect_costs(), less the measurements of executions
-    //! failed after their body (see execute()). Returns how many costs reached `sink`.
+    //! @brief Effects: the wrapped backend's collect_costs(), less the measurements of
+    //! executions failed after their body (see execute()): those never reach `sink`.
+    //! Returns: how many costs reached `sink`.
+    //! Throws: what the wrapped collect_costs() throws.
     template <class Sink>
     std::size_t collect_costs(Sink&& sink, cost_collection mode) requires deferred_costs<Backend> {
         std::size_t forwarded = 0;
@@ -237,16 +267,21 @@ public:
     //! @brief dtr::reports_layout, forwarded: the wrapped backend's region. (An injected
     //! refusal may then come while a free block would hold the request; the runtime copes as
     //! with any refusal the layout does not explain: it evicts in heuristic order and retries.)
+    //! Returns: upstream().has_layout().
     [[nodiscard]] bool has_layout() const noexcept requires reports_layout<Backend> {
         return upstream_.has_layout();
     }
+    //! @brief Returns: upstream().layout_alignment().
     [[nodiscard]] std::size_t layout_alignment() const noexcept requires reports_layout<Backend> {
         return upstream_.layout_alignment();
     }
+    //! @brief Returns: upstream().region_offset(p).
     [[nodiscard]] std::size_t region_offset(const_pointer p) const noexcept requires
         reports_layout<Backend> {
         return upstream_.region_offset(p);
     }
+    //! @brief Effects: upstream().for_each_block(fn).
+    //! Throws: what `fn` throws.
     template <class Fn>
     void for_each_block(Fn&& fn) const requires reports_layout<Backend> {
         upstream_.for_each_block(std::forward<Fn>(fn));
@@ -254,7 +289,8 @@ public:
 
     // ---- fault control ----------------------------------------------------------------
 
-    //! @brief New rates and seed; the streams restart from the new seed.
+    //! @brief Effects: new rates and seed; both streams restart from the new seed (the
+    //! counters and enabled() are unchanged).
     //! Throws: dtr::logic_error when a rate is not in [0, 1] (options unchanged).
     void set_options(const fault_options& options) {
         auto check = [](double rate, const char* name) {
@@ -269,70 +305,91 @@ public:
         allocation_state_ = options.seed ^ 0x6a09e667f3bcc908ULL;
         execution_state_ = options.seed ^ 0xbb67ae8584caa73bULL;
     }
+    //! @brief Returns: the options in force.
     [[nodiscard]] const fault_options& options() const noexcept { return options_; }
 
-    //! @brief Stops (false) or resumes (true) injecting. While stopped the backend behaves
-    //! exactly as the wrapped one and the streams do not advance. Enabled at construction.
+    //! @brief Effects: stops (false) or resumes (true) injecting. While stopped the backend
+    //! behaves exactly as the wrapped one and the streams do not advance; calls are still
+    //! counted. Enabled at construction.
     void set_enabled(bool on) noexcept { enabled_ = on; }
+    //! @brief Returns: whether faults are being injected.
     [[nodiscard]] bool enabled() const noexcept { return enabled_; }
 
-    //! @brief Calls seen and faults injected so far.
+    //! @brief Returns: the calls seen and faults injected so far.
     [[nodiscard]] const fault_counters& faults() const noexcept { return counters_; }
 
-    //! @brief The wrapped backend.
+    //! @brief Returns: the wrapped backend. Calls made on it directly are neither counted
+    //! nor disturbed.
     [[nodiscard]] Backend& upstream() noexcept { return upstream_; }
     [[nodiscard]] const Backend& upstream() const noexcept { return upstream_; }
 
     // ---- forwarded statistics and device access -------------------------------------------
+    // Each exists only where Backend has the member, and forwards to it, never disturbed.
 
+    //! @brief Returns: upstream().capacity().
     [[nodiscard]] decltype(auto) capacity() const noexcept requires requires(const Backend& b) {
         b.capacity();
     }
     { return upstream_.capacity(); }
+    //! @brief Returns: upstream().used_bytes().
     [[nodiscard]] decltype(auto) used_bytes() const noexcept requires requires(const Backend& b) {
         b.used_bytes();
     }
     { return upstream_.used_bytes(); }
+    //! @brief Returns: upstream().peak_bytes().
     [[nodiscard]] decltype(auto) peak_bytes() const noexcept requires requires(const Backend& b) {
         b.peak_bytes();
     }
     { return upstream_.peak_bytes(); }
-    //! @brief The wrapped backend's own refusals (not the injected ones: faults()).
+    //! @brief Returns: upstream().refusals(): the wrapped backend's own refusals (not the
+    //! injected ones: faults()).
     [[nodiscard]] decltype(auto) refusals() const noexcept requires requires(const Backend& b) {
         b.refusals();
     }
     { return upstream_.refusals(); }
+    //! @brief Returns: upstream().layout().
     [[nodiscard]] decltype(auto) layout() const noexcept requires requires(const Backend& b) {
         b.layout();
     }
     { return upstream_.layout(); }
+    //! @brief Returns: upstream().base().
     [[nodiscard]] decltype(auto) base() const noexcept requires requires(const Backend& b) {
         b.base();
     }
     { return upstream_.base(); }
+    //! @brief Returns: upstream().stream().
     [[nodiscard]] decltype(auto) stream() const noexcept requires requires(const Backend& b) {
         b.stream();
     }
     { return upstream_.stream(); }
+    //! @brief Returns: upstream().device().
     [[nodiscard]] decltype(auto) device() const noexcept requires requires(const Backend& b) {
         b.device();
     }
     { return upstream_.device(); }
+    //! @brief Returns: upstream().measurements_in_flight() (measurements to be discarded
+    //! included).
     [[nodiscard]] decltype(auto) measurements_in_flight() const noexcept requires
         requires(const Backend& b) {
         b.measurements_in_flight();
     }
     { return upstream_.measurements_in_flight(); }
+    //! @brief Effects: upstream().upload(args...).
+    //! Throws: what it throws.
     template <class... Args>
     decltype(auto) upload(Args&&... args) requires requires(Backend& b) {
         b.upload(std::forward<Args>(args)...);
     }
     { return upstream_.upload(std::forward<Args>(args)...); }
+    //! @brief Effects: upstream().download(args...).
+    //! Throws: what it throws.
     template <class... Args>
     decltype(auto) download(Args&&... args) requires requires(Backend& b) {
         b.download(std::forward<Args>(args)...);
     }
     { return upstream_.download(std::forward<Args>(args)...); }
+    //! @brief Effects: upstream().synchronize().
+    //! Throws: what it throws.
     decltype(auto) synchronize() requires requires(Backend& b) { b.synchronize(); }
     { return upstream_.synchronize(); }
 
