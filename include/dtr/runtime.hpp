@@ -371,6 +371,7 @@ private:
     }
     //! Makes sure `count` tensor nodes can be handed out without allocating.
     void reserve_tensor_nodes(std::size_t count) {
+        if (spare_nodes_.size() >= count) return; // the common case: spares left from before
         spare_nodes_.reserve(count);
         while (spare_nodes_.size() < count)
             spare_nodes_.push_back(new detail::tensor_node{nullptr, nullptr, 0, 0});
@@ -526,6 +527,7 @@ template <class B, class H>
 void runtime<B, H>::plan_mutation(std::span<const tensor> inputs, const call_options& options,
                                   std::vector<storage_t*>& storages,
                                   std::vector<detail::tensor_node*>& nodes) const {
+    if (options.mutates.empty()) return; // most calls: nothing to plan, nothing to reserve
     if (options_.mutation == mutation_scope::tensor) nodes.reserve(options.mutates.size());
     for (std::uint32_t m : options.mutates) {
         DTR_EXPECTS(m < inputs.size(), "mutated input index " + std::to_string(m) +

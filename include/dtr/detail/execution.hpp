@@ -335,9 +335,11 @@ void execution<Rt, Backend, Meta>::commit(std::unique_ptr<op> record, tensor* re
         storage* new_version;
     };
     std::vector<rebind> rebinds;
-    rebinds.reserve(rec.n_versions);
-    for (std::uint32_t k = 0; k < rec.n_versions; ++k)
-        rebinds.push_back({rec.in[rec.ver[k].input].storage, versions_[k].target});
+    if (rec.n_versions != 0) { // only mutating calls pay for the vector
+        rebinds.reserve(rec.n_versions);
+        for (std::uint32_t k = 0; k < rec.n_versions; ++k)
+            rebinds.push_back({rec.in[rec.ver[k].input].storage, versions_[k].target});
+    }
 
     rt_.unpin_inputs(rec);
     // Remember the recipe if anything needs it.

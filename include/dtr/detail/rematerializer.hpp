@@ -93,6 +93,16 @@ private:
 
 template <class Rt, class Backend, class Meta>
 void rematerializer<Rt, Backend, Meta>::secure_inputs(op& root) {
+    // Most calls find every input resident: pin them, as the first frame would, without
+    // setting up the work stack.
+    bool all_resident = true;
+    for (std::uint32_t i = 0; i < root.n_inputs && all_resident; ++i)
+        all_resident = root.in[i].storage->is_resident;
+    if (all_resident) {
+        for (std::uint32_t i = 0; i < root.n_inputs; ++i)
+            if (!root.in[i].pinned) pin_input(root.in[i]);
+        return;
+    }
     frames_.clear();
     frames_.push_back({&root, 0, false});
     try {
