@@ -43,6 +43,7 @@
 #include <dtr/pin_guard.hpp>
 #include <dtr/tensor.hpp>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstddef>
@@ -372,7 +373,7 @@ private:
     //! Makes sure `count` tensor nodes can be handed out without allocating.
     void reserve_tensor_nodes(std::size_t count) {
         if (spare_nodes_.size() >= count) return; // the common case: spares left from before
-        spare_nodes_.reserve(count);
+        spare_nodes_.reserve(std::max(count, kept_spare_nodes));
         while (spare_nodes_.size() < count)
             spare_nodes_.push_back(new detail::tensor_node{nullptr, nullptr, 0, 0});
     }
@@ -384,6 +385,15 @@ private:
         *n = detail::tensor_node{this, s, offset, length};
         s->tensors.push_back(*n);
         return tensor(n);
+    }
+    //! Takes back the node of a released handle: kept as a spare while there is room
+    //! (no allocation, so no failure), so that a call's outputs reuse the nodes of the
+    //! handles the program dropped instead of a new/delete pair each.
+    void recycle_node(detail::tensor_node* n) noexcept {
+        if (spare_nodes_.size() < spare_nodes_.capacity())
+            spare_nodes_.push_back(n);
+        else
+            delete n;
     }
     void release_tensor(detail::tensor_node* n) noexcept override {
         if (busy_) {
@@ -458,6 +468,8 @@ private:
     bool busy_ = false;
     bool in_operator_ = false;
     detail::dependency_graph<Backend, meta_type> graph_;
+    //! Spare nodes kept for reuse (recycle_node) at most, unless one call needs more.
+    static constexpr std::size_t kept_spare_nodes = 16;
     std::vector<detail::tensor_node*> spare_nodes_; //!< owned; see reserve_tensor_nodes
 
     // The collaborators.
@@ -489,7 +501,7 @@ void runtime<B, H>::call_impl(Op&& op, std::span<const tensor> inputs, std::size
     // tensors are remembered now: the operator may reset the caller's handles while it runs.
     std::vector<storage_t*> mutated_storages;
     std::vector<detail::tensor_node*> mutated_nodes;
-    plan_mutation(inputs, options, mutated_storages, mutated_nodes);
+    if (!options.mutates.empty()) plan_mutation(inputs, options, mutated_storages, mutated_nodes);
     if (options.cost) DTR_EXPECTS(*options.cost >= 0, "negative operator cost");
 
     busy_scope busy(*this);
@@ -527,7 +539,6 @@ template <class B, class H>
 void runtime<B, H>::plan_mutation(std::span<const tensor> inputs, const call_options& options,
                                   std::vector<storage_t*>& storages,
                                   std::vector<detail::tensor_node*>& nodes) const {
-    if (options.mutates.empty()) return; // most calls: nothing to plan, nothing to reserve
     if (options_.mutation == mutation_scope::tensor) nodes.reserve(options.mutates.size());
     for (std::uint32_t m : options.mutates) {
         DTR_EXPECTS(m < inputs.size(), "mutated input index " + std::to_string(m) +

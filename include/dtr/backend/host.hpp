@@ -3,15 +3,16 @@
 //! @brief host_backend: aligned host memory with a fixed capacity, timed on steady_clock.
 #pragma once
 
+#include <dtr/backend/wall_clock.hpp>
 #include <dtr/concepts.hpp>
 #include <dtr/error.hpp>
 #include <dtr/offload.hpp>
 
-#include <chrono>
 #include <cstddef>
 #include <cstring>
 #include <new>
 #include <string>
+#include <utility>
 
 namespace dtr {
 
@@ -82,11 +83,7 @@ public:
     //! Throws: what `body` throws.
     template <class Body>
     cost_t execute(Body&& body) {
-        const auto start = std::chrono::steady_clock::now();
-        body();
-        const auto stop = std::chrono::steady_clock::now();
-        return static_cast<cost_t>(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(stop - start).count());
+        return wall_time_of(std::forward<Body>(body));
     }
 
     //! @brief Returns: the most bytes outstanding at once.

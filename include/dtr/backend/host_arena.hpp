@@ -14,11 +14,11 @@
 #pragma once
 
 #include <dtr/arena.hpp>
+#include <dtr/backend/wall_clock.hpp>
 #include <dtr/concepts.hpp>
 #include <dtr/error.hpp>
 #include <dtr/memory_report.hpp>
 
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -114,11 +114,7 @@ public:
     //! Throws: what `body` throws.
     template <class Body>
     cost_t execute(Body&& body) {
-        const auto start = std::chrono::steady_clock::now();
-        body();
-        const auto stop = std::chrono::steady_clock::now();
-        return static_cast<cost_t>(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(stop - start).count());
+        return wall_time_of(std::forward<Body>(body));
     }
 
     //! @brief Returns: the region's layout now, never std::nullopt (the region is fixed);

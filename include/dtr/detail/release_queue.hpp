@@ -41,7 +41,7 @@ public:
     void release(tensor_node* node) noexcept {
         auto* s = static_cast<storage*>(node->storage);
         s->tensors.erase(s->tensors.iterator_to(*node));
-        delete node;
+        rt_.recycle_node(node);
         if (s->tensors.empty()) on_last_handle(s);
     }
 
