@@ -43,14 +43,15 @@ _storage_id = torch._C._storage_id
 _UntypedStorage = torch.UntypedStorage if hasattr(torch, "UntypedStorage") \
     else torch._UntypedStorage  # pragma: no cover (older spelling)
 
-# Alias and mutation detection from the operator schema is shared with the PyTorch bridge
-# (examples/torch/dtr_torch/schema.py): found installed, or beside this checkout.
+# Alias and mutation detection from the operator schema, and the TreeLSTM model, are shared
+# with the PyTorch bridge (examples/torch/dtr_torch/schema.py, models.py): found installed,
+# or beside this checkout.
 try:
-    from dtr_torch import schema as _schema
+    from dtr_torch import models as _models, schema as _schema
 except ImportError:  # pragma: no cover - depends on how the checkout is used
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                     os.pardir, os.pardir, "examples", "torch"))
-    from dtr_torch import schema as _schema
+    from dtr_torch import models as _models, schema as _schema
 
 _UNANNOTATED_WRITES = _schema.UNANNOTATED_WRITES
 _bind_schema = _schema.bind_schema
@@ -531,61 +532,10 @@ def _merge_times(logs: List[List[dict]]) -> Tuple[List[dict], str]:
 
 # --- models for the committed traces -------------------------------------
 
-class TreeLSTMCell(torch.nn.Module):
-    """Binary (child-sum style, N-ary with N=2) TreeLSTM composition cell."""
-
-    def __init__(self, dim: int):
-        super().__init__()
-        self.dim = dim
-        self.leaf = torch.nn.Linear(dim, 3 * dim)
-        self.node = torch.nn.Linear(2 * dim, 5 * dim)
-
-    def forward_leaf(self, x):
-        i, o, u = self.leaf(x).chunk(3, dim=-1)
-        c = torch.sigmoid(i) * torch.tanh(u)
-        return torch.sigmoid(o) * torch.tanh(c), c
-
-    def forward_node(self, left, right):
-        (hl, cl), (hr, cr) = left, right
-        i, fl, fr, o, u = self.node(torch.cat([hl, hr], dim=-1)).chunk(5, dim=-1)
-        c = torch.sigmoid(i) * torch.tanh(u) + torch.sigmoid(fl) * cl + torch.sigmoid(fr) * cr
-        return torch.sigmoid(o) * torch.tanh(c), c
-
-
-class LatentTreeLSTM(torch.nn.Module):
-    """A TreeLSTM over a binary tree that the input itself determines.
-
-    The token sequence is split recursively at the position with the highest
-    split score (a learned linear function of the token embedding); spans of
-    at most ``leaf_span`` tokens become leaves.  The tree's depth and shape --
-    and so the operator sequence -- depend on the data (``argmax().item()``).
-    """
-
-    def __init__(self, vocab: int = 1000, dim: int = 128, classes: int = 5, leaf_span: int = 1):
-        super().__init__()
-        self.embed = torch.nn.Embedding(vocab, dim)
-        self.split = torch.nn.Linear(dim, 1)
-        self.cell = TreeLSTMCell(dim)
-        self.out = torch.nn.Linear(dim, classes)
-        self.leaf_span = leaf_span
-        self.depth = 0
-
-    def _build(self, x, scores, lo, hi, depth):
-        self.depth = max(self.depth, depth)
-        if hi - lo <= self.leaf_span:
-            return self.cell.forward_leaf(x[lo:hi].mean(dim=0, keepdim=True))
-        # the split point is data dependent: argmax of the scores strictly inside the span
-        k = lo + 1 + int(scores[lo + 1:hi].argmax().item())
-        left = self._build(x, scores, lo, k, depth + 1)
-        right = self._build(x, scores, k, hi, depth + 1)
-        return self.cell.forward_node(left, right)
-
-    def forward(self, tokens):
-        x = self.embed(tokens)
-        scores = self.split(x).squeeze(-1)
-        self.depth = 0
-        h, _ = self._build(x, scores, 0, tokens.shape[0], 0)
-        return self.out(h)
+# The TreeLSTM of the committed trace is the bridge's model (dtr_torch.models.TreeLSTM: the
+# token sequence split recursively where a learned score is highest, spans of at most
+# ``leaf_span`` tokens as leaves), so that the recorder and the bench train the same network.
+LatentTreeLSTM = _models.TreeLSTM
 
 
 def _tv(name: str, classes: int = 10):

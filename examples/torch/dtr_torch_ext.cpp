@@ -20,6 +20,7 @@
 #include <torch/extension.h>
 // clang-format on
 
+#include <dtr/backend/wall_clock.hpp>
 #include <dtr/heuristic/by_name.hpp>
 #include <dtr/runtime.hpp>
 
@@ -324,11 +325,7 @@ public:
 
     template <class Body>
     dtr::cost_t execute(Body&& body) {
-        const auto start = std::chrono::steady_clock::now();
-        body();
-        const auto stop = std::chrono::steady_clock::now();
-        return static_cast<dtr::cost_t>(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(stop - start).count());
+        return dtr::wall_time_of(std::forward<Body>(body));
     }
 
     block_table& table() noexcept { return *table_; }
@@ -550,6 +547,36 @@ struct recipe {
 
 [[noreturn]] void unsupported(const std::string& what) {
     throw std::runtime_error("dtr_torch: unsupported: " + what);
+}
+
+//! The Python value of an operator's results: None for none, the value itself for one, a
+//! tuple for several (how ATen's Python bindings return them).
+py::object python_results(std::vector<py::object> results) {
+    if (results.empty()) return py::none();
+    if (results.size() == 1) return results[0];
+    py::tuple t(results.size());
+    for (std::size_t i = 0; i < results.size(); ++i) t[i] = results[i];
+    return std::move(t);
+}
+
+//! The Python values of a boxed call's stack: tensors (alone or in lists) through
+//! `wrap_tensor`, everything else as the JIT converts it.
+template <class WrapTensor>
+std::vector<py::object> stack_values(torch::jit::Stack& s, WrapTensor&& wrap_tensor) {
+    std::vector<py::object> values;
+    values.reserve(s.size());
+    for (c10::IValue& v : s) {
+        if (v.isTensor()) {
+            values.push_back(wrap_tensor(v.toTensor()));
+        } else if (v.isTensorList()) {
+            py::list l;
+            for (const at::Tensor& t : v.toTensorList()) l.append(wrap_tensor(t));
+            values.push_back(std::move(l));
+        } else {
+            values.push_back(torch::jit::toPyObject(std::move(v)));
+        }
+    }
+    return values;
 }
 
 void recipe::run(context_t& ctx) {
@@ -920,6 +947,22 @@ public:
         return view.clone(at::MemoryFormat::Preserve);
     }
 
+    //! Inputs pinned for a kernel that runs outside the runtime, and plain storages over
+    //! their memory (one per input, in order) to build its arguments from.
+    struct pinned_inputs {
+        std::vector<std::unique_ptr<pinned>> pins;
+        std::vector<c10::Storage> storages;
+    };
+    pinned_inputs pin_all(const std::vector<ref_ptr>& inputs) {
+        pinned_inputs p;
+        for (const ref_ptr& in : inputs) {
+            p.pins.push_back(pin(in->handle));
+            p.storages.push_back(
+                borrowed_storage(p.pins.back()->data, p.pins.back()->size, table_->device));
+        }
+        return p;
+    }
+
     std::unique_ptr<pinned> pin(const dtr::tensor& t) {
         try {
             return rt_->pin(t);
@@ -1256,16 +1299,12 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
                 if (mutated[i] && *inputs[i]->readers != 0) ok = false;
         }
         if (ok) {
-            std::vector<std::unique_ptr<pinned>> pins;
-            for (const ref_ptr& in : inputs) pins.push_back(pin(in->handle));
+            const pinned_inputs held = pin_all(inputs);
             c10::impl::ExcludeDispatchKeyGuard no_python(c10::DispatchKeySet(
                 {c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
             at::AutoDispatchBelowADInplaceOrView below;
-            std::vector<c10::Storage> st;
-            for (auto& pn : pins)
-                st.push_back(borrowed_storage(pn->data, pn->size, table_->device));
             torch::jit::Stack s = stack;
-            fill_stack(s, r->slots, r->tensors, st);
+            fill_stack(s, r->slots, r->tensors, held.storages);
             {
                 scoped_ns kt{prof.kernel_ns};
                 boxed_call(*info.op, &s);
@@ -1278,11 +1317,7 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
                 else
                     results.push_back(torch::jit::toPyObject(std::move(s[i])));
             }
-            if (results.empty()) return py::none();
-            if (results.size() == 1) return results[0];
-            py::tuple t(results.size());
-            for (std::size_t i = 0; i < results.size(); ++i) t[i] = results[i];
-            return std::move(t);
+            return python_results(std::move(results));
         }
     }
 
@@ -1378,22 +1413,7 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
                 if (fake[i].unsafeGetStorageImpl() == si) return wrap(inputs[i], geometry::of(t));
             unsupported(info.name + " is declared a view but returned a tensor on new memory");
         };
-        std::vector<py::object> outs;
-        for (c10::IValue& v : s) {
-            if (v.isTensor()) {
-                outs.push_back(wrap_view(v.toTensor()));
-            } else if (v.isTensorList()) {
-                py::list l;
-                for (const at::Tensor& t : v.toTensorList()) l.append(wrap_view(t));
-                outs.push_back(std::move(l));
-            } else {
-                outs.push_back(torch::jit::toPyObject(std::move(v)));
-            }
-        }
-        if (outs.size() == 1) return outs[0];
-        py::tuple t(outs.size());
-        for (std::size_t i = 0; i < outs.size(); ++i) t[i] = outs[i];
-        return std::move(t);
+        return python_results(stack_values(s, wrap_view));
     }
 
     // ---- fresh results ------------------------------------------------------------------
@@ -1429,13 +1449,11 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
         for (const ref_ptr& in : inputs)
             if (rt_->is_rematerializable(in->handle)) eager_constant = false;
     if ((n_out == 0 && !writes) || eager_constant) {
-        std::vector<std::unique_ptr<pinned>> pins;
-        for (const ref_ptr& in : inputs) pins.push_back(pin(in->handle));
+        pinned_inputs held = pin_all(inputs);
         c10::impl::ExcludeDispatchKeyGuard no_python(
             c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
         at::AutoDispatchBelowADInplaceOrView below;
-        std::vector<c10::Storage> st;
-        for (auto& p : pins) st.push_back(borrowed_storage(p->data, p->size, table_->device));
+        const std::vector<c10::Storage>& st = held.storages;
         torch::jit::Stack s = stack;
         fill_stack(s, r->slots, r->tensors, st);
         {
@@ -1448,7 +1466,7 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
                     unsupported(info.name + " returned a tensor the bridge cannot classify");
             return torch::jit::createPyObjectForStack(std::move(s));
         }
-        pins.clear();
+        held.pins.clear();
         auto constant_of = [&](const at::Tensor& t) -> py::object {
             if (!t.defined()) return py::none();
             if (t.layout() != at::kStrided || !t.has_storage())
@@ -1467,23 +1485,7 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
             ++eager_constants_;
             return wrap(std::move(ref), geometry::of(t));
         };
-        std::vector<py::object> results;
-        for (std::size_t i = 0; i < s.size(); ++i) {
-            c10::IValue& v = s[i];
-            if (v.isTensor()) {
-                results.push_back(constant_of(v.toTensor()));
-            } else if (v.isTensorList()) {
-                py::list l;
-                for (const at::Tensor& t : v.toTensorList()) l.append(constant_of(t));
-                results.push_back(std::move(l));
-            } else {
-                results.push_back(torch::jit::toPyObject(std::move(v)));
-            }
-        }
-        if (results.size() == 1) return results[0];
-        py::tuple t(results.size());
-        for (std::size_t i = 0; i < results.size(); ++i) t[i] = results[i];
-        return std::move(t);
+        return python_results(stack_values(s, constant_of));
     }
 
     // ---- a runtime call ---------------------------------------------------------------------
@@ -1588,11 +1590,7 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
             results.push_back(fresh());
         }
     }
-    if (results.empty()) return py::none();
-    if (results.size() == 1) return results[0];
-    py::tuple t(results.size());
-    for (std::size_t i = 0; i < results.size(); ++i) t[i] = results[i];
-    return std::move(t);
+    return python_results(std::move(results));
 }
 
 } // namespace dtr_torch

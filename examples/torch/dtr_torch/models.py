@@ -72,37 +72,52 @@ def make_gpt(batch=8, layers=6, d_model=256, heads=4, seq=256, vocab=512, dropou
 
 # --- TreeLSTM ------------------------------------------------------------------------------
 
-class TreeLSTM(torch.nn.Module):
-    """A binary TreeLSTM over a tree the data decides: each span splits where a learned score
-    is highest (``argmax().item()``), so the operator sequence depends on values."""
+class TreeLSTMCell(torch.nn.Module):
+    """The binary TreeLSTM composition cell (N-ary TreeLSTM with N = 2): a leaf from one
+    input, a node from its two children's ``(h, c)``. Also the cell of the recorder's
+    committed TreeLSTM trace (bench/trace/dtr_trace.py)."""
 
-    def __init__(self, vocab=1000, dim=128, classes=5):
+    def __init__(self, dim: int):
         super().__init__()
-        self.embed = torch.nn.Embedding(vocab, dim)
-        self.split = torch.nn.Linear(dim, 1)
+        self.dim = dim
         self.leaf = torch.nn.Linear(dim, 3 * dim)
         self.node = torch.nn.Linear(2 * dim, 5 * dim)
-        self.out = torch.nn.Linear(dim, classes)
-        self.depth = 0
 
-    def _leaf(self, x):
+    def forward_leaf(self, x):
         i, o, u = self.leaf(x).chunk(3, dim=-1)
         c = torch.sigmoid(i) * torch.tanh(u)
         return torch.sigmoid(o) * torch.tanh(c), c
 
-    def _node(self, left, right):
+    def forward_node(self, left, right):
         (hl, cl), (hr, cr) = left, right
         i, fl, fr, o, u = self.node(torch.cat([hl, hr], dim=-1)).chunk(5, dim=-1)
         c = torch.sigmoid(i) * torch.tanh(u) + torch.sigmoid(fl) * cl + torch.sigmoid(fr) * cr
         return torch.sigmoid(o) * torch.tanh(c), c
 
+
+class TreeLSTM(torch.nn.Module):
+    """A binary TreeLSTM over a tree the data decides: each span of more than ``leaf_span``
+    tokens splits where a learned score is highest (``argmax().item()``), so the tree's depth
+    and shape, and with them the operator sequence, depend on values."""
+
+    def __init__(self, vocab=1000, dim=128, classes=5, leaf_span=1):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, dim)
+        self.split = torch.nn.Linear(dim, 1)
+        self.cell = TreeLSTMCell(dim)
+        self.out = torch.nn.Linear(dim, classes)
+        self.leaf_span = leaf_span
+        self.depth = 0
+
     def _build(self, x, scores, lo, hi, depth):
         self.depth = max(self.depth, depth)
-        if hi - lo <= 1:
-            return self._leaf(x[lo:hi].mean(dim=0, keepdim=True))
+        if hi - lo <= self.leaf_span:
+            return self.cell.forward_leaf(x[lo:hi].mean(dim=0, keepdim=True))
+        # the split point: the highest score strictly inside the span
         k = lo + 1 + int(scores[lo + 1:hi].argmax().item())
-        return self._node(self._build(x, scores, lo, k, depth + 1),
-                          self._build(x, scores, k, hi, depth + 1))
+        left = self._build(x, scores, lo, k, depth + 1)
+        right = self._build(x, scores, k, hi, depth + 1)
+        return self.cell.forward_node(left, right)
 
     def forward(self, tokens):
         x = self.embed(tokens)
