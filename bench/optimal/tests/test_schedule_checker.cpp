@@ -57,6 +57,23 @@ schedule events(const std::vector<std::pair<char, std::size_t>>& list) {
     return s;
 }
 
+// The hand-made optimum of six() at LB (300 bytes): f0 is dropped early and recomputed after
+// b2, the one recomputation every schedule at LB needs.
+schedule six_at_lower_bound() {
+    return events({{'c', 0},
+                   {'c', 1},
+                   {'f', 0},
+                   {'c', 2},
+                   {'c', 3},
+                   {'f', 2},
+                   {'f', 1},
+                   {'c', 0},
+                   {'c', 4},
+                   {'f', 3},
+                   {'f', 0},
+                   {'c', 5}});
+}
+
 // A VGG-shaped training chain with k forward layers (ids 0..k-1), the loss (k) and the
 // gradients g_{k-1}..g_0 (ids k+1..2k): g_i reads f_i, f_{i+1} (the loss for the last
 // layer) and g_{i+1}. Outputs are 100 bytes; f_i costs i+1, loss and gradients 1.
@@ -106,18 +123,7 @@ TEST_CASE("the checker accepts valid schedules and recomputes cost and peak") {
     CHECK(check_schedule(g, all, 400).ok());
 
     // The hand-made optimum at LB: drop f0 early, recompute it after b2.
-    const auto tight = events({{'c', 0},
-                               {'c', 1},
-                               {'f', 0},
-                               {'c', 2},
-                               {'c', 3},
-                               {'f', 2},
-                               {'f', 1},
-                               {'c', 0},
-                               {'c', 4},
-                               {'f', 3},
-                               {'f', 0},
-                               {'c', 5}});
+    const auto tight = six_at_lower_bound();
     const auto t = check_schedule(g, tight, 300);
     REQUIRE(t.ok());
     CHECK(t.cost() == doctest::Approx(18));
@@ -252,18 +258,7 @@ TEST_CASE("articulation points skip nodes bypassed by a branch") {
 
 TEST_CASE("Checkmate's staged form round-trips and matches the hand-made optimum") {
     const auto g = six();
-    const auto tight = events({{'c', 0},
-                               {'c', 1},
-                               {'f', 0},
-                               {'c', 2},
-                               {'c', 3},
-                               {'f', 2},
-                               {'f', 1},
-                               {'c', 0},
-                               {'c', 4},
-                               {'f', 3},
-                               {'f', 0},
-                               {'c', 5}});
+    const auto tight = six_at_lower_bound();
     std::string why;
     const auto plan = dtr::optimal::from_schedule(g, tight, &why);
     REQUIRE_MESSAGE(plan, why);
