@@ -16,6 +16,14 @@
 
 namespace {
 
+// The DTR paper's logs, $DTR_SHARED/dtr-logs; empty when absent (the tests that need them skip).
+std::filesystem::path published_logs() {
+    const char* shared = std::getenv("DTR_SHARED");
+    if (shared == nullptr) return {};
+    std::filesystem::path dir = std::filesystem::path(shared) / "dtr-logs";
+    return std::filesystem::exists(dir) ? dir : std::filesystem::path();
+}
+
 dtr::replay::trace trace_of(const std::string& text) {
     const auto path =
         std::filesystem::temp_directory_path() /
@@ -121,10 +129,8 @@ TEST_CASE("malformed logs are parse errors naming file and line") {
 }
 
 TEST_CASE("the published logs replay as the published simulator reports") {
-    const char* shared = std::getenv("DTR_SHARED");
-    const std::filesystem::path dir =
-        shared ? std::filesystem::path(shared) / "dtr-logs" : std::filesystem::path();
-    if (shared == nullptr || !std::filesystem::exists(dir)) {
+    const std::filesystem::path dir = published_logs();
+    if (dir.empty()) {
         MESSAGE("skipped: DTR_SHARED/dtr-logs not present");
         return;
     }
@@ -151,10 +157,8 @@ TEST_CASE("the published logs replay as the published simulator reports") {
 }
 
 TEST_CASE("arena replays: the region is the budget, and windows evict less than one by one") {
-    const char* shared = std::getenv("DTR_SHARED");
-    const std::filesystem::path dir =
-        shared ? std::filesystem::path(shared) / "dtr-logs" : std::filesystem::path();
-    if (shared == nullptr || !std::filesystem::exists(dir)) {
+    const std::filesystem::path dir = published_logs();
+    if (dir.empty()) {
         MESSAGE("skipped: DTR_SHARED/dtr-logs not present");
         return;
     }
