@@ -579,33 +579,15 @@ std::vector<py::object> stack_values(torch::jit::Stack& s, WrapTensor&& wrap_ten
     return values;
 }
 
-void recipe::run(context_t& ctx) {
-    c10::impl::ExcludeDispatchKeyGuard no_python(
-        c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
-    at::AutoDispatchBelowADInplaceOrView below;
-
-    const std::size_t n_in = ctx.num_inputs();
-    std::vector<c10::Storage> storages;
-    storages.reserve(n_in);
-    std::size_t in_bytes = 0;
-    for (std::size_t i = 0; i < n_in; ++i) {
-        const c10::Device dev = ctx.backend().table().device;
-        if (input_mutated[i]) {
-            auto b = ctx.inout(i);
-            storages.push_back(borrowed_storage(b.data(), b.size(), dev));
-            in_bytes += b.size();
-        } else {
-            auto b = ctx.input(i);
-            storages.push_back(borrowed_storage(b.data(), b.size(), dev));
-            in_bytes += b.size();
-        }
-    }
-    std::vector<c10::IValue> s = stack;
+//! Puts plain tensors over `storages` (one per distinct input) into the tensor slots of `s`:
+//! how a recipe, and the paths that run a kernel outside the runtime, build its arguments.
+void fill_stack(torch::jit::Stack& s, const std::vector<arg_slot>& slots,
+                const std::vector<tensor_arg>& tensors, const std::vector<c10::Storage>& storages) {
+    auto make = [&](int32_t k) -> at::Tensor {
+        const tensor_arg& ta = tensors[static_cast<std::size_t>(k)];
+        return tensor_on(storages[ta.input], ta.geom);
+    };
     for (const arg_slot& a : slots) {
-        auto make = [&](int32_t k) -> at::Tensor {
-            const tensor_arg& ta = tensors[static_cast<std::size_t>(k)];
-            return tensor_on(storages[ta.input], ta.geom);
-        };
         switch (a.kind) {
             case arg_slot::tensor:
             case arg_slot::optional_tensor:
@@ -628,6 +610,31 @@ void recipe::run(context_t& ctx) {
             }
         }
     }
+}
+
+void recipe::run(context_t& ctx) {
+    c10::impl::ExcludeDispatchKeyGuard no_python(
+        c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+    at::AutoDispatchBelowADInplaceOrView below;
+
+    const std::size_t n_in = ctx.num_inputs();
+    std::vector<c10::Storage> storages;
+    storages.reserve(n_in);
+    std::size_t in_bytes = 0;
+    for (std::size_t i = 0; i < n_in; ++i) {
+        const c10::Device dev = ctx.backend().table().device;
+        if (input_mutated[i]) {
+            auto b = ctx.inout(i);
+            storages.push_back(borrowed_storage(b.data(), b.size(), dev));
+            in_bytes += b.size();
+        } else {
+            auto b = ctx.input(i);
+            storages.push_back(borrowed_storage(b.data(), b.size(), dev));
+            in_bytes += b.size();
+        }
+    }
+    std::vector<c10::IValue> s = stack;
+    fill_stack(s, slots, tensors, storages);
 
     // Random operators see the generator state of their first run every time they run; a
     // rematerialization leaves the generator as it found it, and so does a first run that
@@ -1127,26 +1134,6 @@ void bridge::follow_mutation(const ref_ptr& ref) {
     ref->plains = std::move(alive);
 }
 
-//! Puts plain tensors over `storages` (one per distinct input) into the tensor slots of `s`.
-void fill_stack(torch::jit::Stack& s, const std::vector<arg_slot>& slots,
-                const std::vector<tensor_arg>& tensors, const std::vector<c10::Storage>& storages) {
-    auto make = [&](int32_t k) { return tensor_on(storages[tensors[k].input], tensors[k].geom); };
-    for (const arg_slot& a : slots) {
-        if (a.kind == arg_slot::tensor || a.kind == arg_slot::optional_tensor) {
-            if (a.tensors[0] >= 0) s[a.stack_index] = make(a.tensors[0]);
-        } else if (a.kind == arg_slot::tensor_list) {
-            c10::List<at::Tensor> l;
-            for (int32_t k : a.tensors) l.push_back(make(k));
-            s[a.stack_index] = std::move(l);
-        } else {
-            c10::List<c10::optional<at::Tensor>> l;
-            for (int32_t k : a.tensors)
-                l.push_back(k >= 0 ? c10::optional<at::Tensor>(make(k)) : c10::nullopt);
-            s[a.stack_index] = std::move(l);
-        }
-    }
-}
-
 // A tensor argument found in the boxed stack.
 struct found_tensor {
     at::Tensor t;
@@ -1385,21 +1372,11 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
         fake.reserve(inputs.size());
         for (const ref_ptr& in : inputs)
             fake.push_back(borrowed_storage(nullptr, in->nbytes(), table_->device));
-        torch::jit::Stack s = stack;
-        for (const arg_slot& a : r->slots) {
-            auto make = [&](int32_t k) {
-                return tensor_on(fake[r->tensors[k].input], r->tensors[k].geom);
-            };
-            if (a.kind == arg_slot::tensor || a.kind == arg_slot::optional_tensor) {
-                if (a.tensors[0] >= 0) s[a.stack_index] = make(a.tensors[0]);
-            } else if (a.kind == arg_slot::tensor_list) {
-                c10::List<at::Tensor> l;
-                for (int32_t k : a.tensors) l.push_back(make(k));
-                s[a.stack_index] = std::move(l);
-            } else {
+        for (const arg_slot& a : r->slots)
+            if (a.kind == arg_slot::optional_tensor_list)
                 unsupported(info.name + ": a view operator with optional tensor lists");
-            }
-        }
+        torch::jit::Stack s = stack;
+        fill_stack(s, r->slots, r->tensors, fake);
         {
             scoped_ns kt{prof.kernel_ns};
             boxed_call(*info.op, &s);
