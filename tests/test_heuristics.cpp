@@ -156,7 +156,7 @@ TEST_CASE("policies are named in code and on command lines") {
     CHECK(std::string(search::exhaustive<h::msps>::name) == "exhaustive:msps");
 
     for (const char* name : {"dtr", "dtr_eqclass", "dtr_local", "msps", "lru", "largest", "random",
-                             "dtr_ancestors", "dtr_ancestors_soft", "dtr_held",
+                             "dtr_ancestors", "dtr_ancestors_soft", "dtr_held", "dtr_held_bounded",
                              "ablation-estar-size-nostale", "ablation-eqclass-size-stale",
                              "ablation-local-nosize-nostale", "ablation-none-nosize-stale"}) {
         std::string found;
@@ -170,6 +170,7 @@ TEST_CASE("policies are named in code and on command lines") {
     CHECK_FALSE(
         search::with_strategy<h::dtr_ancestors_soft>("indexed", [](auto) {})); // exponent != 1
     CHECK_FALSE(search::with_strategy<h::dtr_held>("indexed", [](auto) {}));   // not factored
+    CHECK_FALSE(search::with_strategy<h::dtr_held_bounded>("indexed", [](auto) {}));
     CHECK(search::with_strategy<h::dtr_ancestors>("indexed", [](auto) {}));
     CHECK(search::with_strategy<h::lru>("sampled", [](auto) {}));
 }
@@ -234,6 +235,32 @@ TEST_CASE("each policy's score on a chain with an evicted segment (G1)") {
         CHECK(ra == (2.0 + 8) / (8 * 115)); // dtr charges a for them regardless
     }
     {
+        // dtr_held_bounded: both neighbourhoods fit in the bound, so dtr_held's scores, with
+        // and without the handles on b and c.
+        auto [a, d] = g1_scores<h::dtr_held_bounded>();
+        CHECK(a == (2.0 + 8) / (8 * 115));
+        CHECK(d == (7.0 + 8) / (8 * 100));
+        sim_rt<h::dtr_held_bounded> rt;
+        g1 g = build_g1(rt);
+        g.tb.reset();
+        g.tc.reset();
+        const auto ctx = now_of(rt);
+        auto& policy = static_cast<h::dtr_held_bounded&>(rt.heuristic());
+        CHECK(policy.score(storage(rt, g.a), ctx) == 2.0 / (8 * 115));
+        CHECK(policy.score(storage(rt, g.d), ctx) == (7.0 + 8) / (8 * 100));
+    }
+    {
+        // With a bound of one visit per walk, d's upward walk stops at c (cost 5): b is past
+        // the bound. a's downward walk reaches b (3) alone.
+        sim_rt<h::dtr_held_bounded> rt({}, dtr::sim_backend{}, recorder<h::dtr_held_bounded>(1));
+        REQUIRE(rt.heuristic().walk_limit() == 1);
+        g1 g = build_g1(rt);
+        const auto ctx = now_of(rt);
+        auto& policy = static_cast<h::dtr_held_bounded&>(rt.heuristic());
+        CHECK(policy.score(storage(rt, g.a), ctx) == (2.0 + 3) / (8 * 115));
+        CHECK(policy.score(storage(rt, g.d), ctx) == (7.0 + 5) / (8 * 100));
+    }
+    {
         auto [a, d] = g1_scores<h::lru>();
         CHECK(a == 2);
         CHECK(d == 17);
@@ -243,6 +270,32 @@ TEST_CASE("each policy's score on a chain with an evicted segment (G1)") {
         CHECK(a == 1.0 / 8);
         CHECK(d == 1.0 / 8);
     }
+}
+
+TEST_CASE("dtr_held_bounded: a score costs at most 2K + 1 accesses on a long evicted chain") {
+    // x -> s_1 -> ... -> s_n, every s_i evicted but s_1 and s_n: each of them has n - 2
+    // evicted neighbours, and dtr_held would walk them all at every score.
+    sim_rt<h::dtr_held_bounded> rt;
+    constexpr int n = 2000;
+    tensor x = rt.constant(8);
+    std::vector<tensor> s;
+    s.push_back(rt.call(out(8), {x}, {.cost = 1}));
+    const auto first = last_id(rt);
+    for (int i = 1; i < n; ++i) s.push_back(rt.call(out(8), {s.back()}, {.cost = 1}));
+    const auto final_id = last_id(rt);
+    for (int i = 1; i + 1 < n; ++i) REQUIRE(rt.evict(s[static_cast<std::size_t>(i)]));
+    std::uint64_t accesses = 0;
+    const dtr::heuristic_context ctx{rt.clock(), &accesses, nullptr};
+    auto& policy = static_cast<h::dtr_held_bounded&>(rt.heuristic());
+    const auto k = h::dtr_held_bounded::default_walk_limit;
+    // Downwards from s_1: the first K storages of the held evicted chain, one unit each.
+    CHECK(policy.score(storage(rt, first), ctx) > 0);
+    CHECK(accesses <= 2 * k + 1);
+    CHECK(policy.walk_cost<false>(storage(rt, first), ctx) == static_cast<double>(k));
+    accesses = 0;
+    CHECK(policy.score(storage(rt, final_id), ctx) > 0);
+    CHECK(accesses <= 2 * k + 1);
+    CHECK(policy.walk_cost<true>(storage(rt, final_id), ctx) == static_cast<double>(k));
 }
 
 TEST_CASE("ablation switches (the paper's Appendix D)") {

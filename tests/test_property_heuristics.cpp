@@ -116,6 +116,7 @@ TEST_CASE("random programs read the same values under every eviction policy and 
             check(type_identity<search::sampled<h::dtr_ancestors_soft>>{});
             check(type_identity<h::dtr_held>{});
             check(type_identity<search::skip_small<h::dtr_held>>{});
+            check(type_identity<h::dtr_held_bounded>{});
             check(type_identity<h::random>{});
             check(type_identity<h::dtr_reduced>{});
             check(type_identity<h::ablation<h::cost::none, true, true>>{});

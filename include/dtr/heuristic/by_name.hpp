@@ -13,6 +13,7 @@
 #include <dtr/heuristic/dtr_ancestors_soft.hpp>
 #include <dtr/heuristic/dtr_eqclass.hpp>
 #include <dtr/heuristic/dtr_held.hpp>
+#include <dtr/heuristic/dtr_held_bounded.hpp>
 #include <dtr/heuristic/dtr_local.hpp>
 #include <dtr/heuristic/largest.hpp>
 #include <dtr/heuristic/lru.hpp>
@@ -34,7 +35,7 @@ using ablations_of = policy_list<ablation<Cost, true, true>, ablation<Cost, true
                                  ablation<Cost, false, true>, ablation<Cost, false, false>>;
 
 using named_policies = policy_list<dtr, dtr_eqclass, dtr_local, msps, lru, largest, random,
-                                   dtr_ancestors, dtr_ancestors_soft, dtr_held>;
+                                   dtr_ancestors, dtr_ancestors_soft, dtr_held, dtr_held_bounded>;
 
 namespace detail {
 template <class F, class... H>
