@@ -73,3 +73,21 @@ for h in dtr_eqclass dtr_held; do
       --config 'offload 50 GB/s'='--restore-pins yield --offload auto --offload-bandwidth 50e9' \
       --json $OUT/floors-$h.json $LOGS/*.log bench/trace/traces/*.log > $OUT/floors-$h.md
 done
+
+# 9. The default (issue 13, item 2): dtr_held_bounded (dtr_held with walks of at most K = 256
+#    visits) against dtr_eqclass and dtr_held, slowdowns at 0.5, 0.3 and 0.2 under the runtime's
+#    restore (yield) and floors as in section 8; the table of docs/heuristics.md, "The default".
+DEFAULT_RUNS="$BIN --heuristic dtr_eqclass --heuristic dtr_held --heuristic dtr_held_bounded \
+  --restore-pins yield --ratio 0.5 --ratio 0.3 --ratio 0.2 --jobs 1"
+$DEFAULT_RUNS --json $OUT/default-paper.json $LOGS/*.log > /dev/null
+$DEFAULT_RUNS --json $OUT/default-traces.json bench/trace/traces/*.log > /dev/null
+python3 bench/replay/floors.py --replay $BIN --heuristic dtr_held_bounded \
+    --config hold='--restore-pins hold' --config yield='--restore-pins yield' \
+    --config 'offload 25 GB/s'='--restore-pins yield --offload auto --offload-bandwidth 25e9' \
+    --config 'offload 50 GB/s'='--restore-pins yield --offload auto --offload-bandwidth 50e9' \
+    --json $OUT/floors-dtr_held_bounded.json $LOGS/*.log bench/trace/traces/*.log > $OUT/floors-dtr_held_bounded.md
+DEFAULT_TABLE="python3 bench/replay/default_table.py --policy dtr_eqclass --policy dtr_held --policy dtr_held_bounded \
+  --floors $OUT/floors-dtr_eqclass.json --floors $OUT/floors-dtr_held.json --floors $OUT/floors-dtr_held_bounded.json"
+{ echo '## The paper logs'; echo; $DEFAULT_TABLE --cells $OUT/default-paper.json; echo
+  echo '## Our traces'; echo; $DEFAULT_TABLE --cells $OUT/default-traces.json; } > $OUT/default.md
+build/bench/micro/chain_upkeep --walk-limits 64,256 --json bench/micro/results/chain_upkeep.json > bench/micro/results/chain_upkeep.txt
