@@ -23,3 +23,6 @@ b resnet50-b16 --model torchvision:resnet50 --batch 16 --size 128 --steps "$step
 b densenet121-b16 --model torchvision:densenet121 --batch 16 --size 128 --steps "$steps" --ratios $all --find-floor --floor-iters 4
 b vgg16-b16 --model torchvision:vgg16 --batch 16 --size 128 --steps 2 --ratios $all --find-floor --floor-iters 4
 b gpt-6x256-b8 --model gpt --batch 8 --steps 2 --ratios $all --find-floor --floor-iters 3
+# The issue's second target ratio, max(0.33, 2f), where it is above 0.33 (f from the runs above).
+b resnet50-b16-2f --model torchvision:resnet50 --batch 16 --size 128 --steps "$steps" --ratios 1,0.7
+b gpt-6x256-b8-2f --model gpt --batch 8 --steps 2 --ratios 1,0.42
