@@ -26,3 +26,5 @@ b gpt-6x256-b8 --model gpt --batch 8 --steps 2 --ratios $all --find-floor --floo
 # The second target ratio, max(0.33, 2f), where it is above 0.33 (f from the runs above).
 b resnet50-b16-2f --model torchvision:resnet50 --batch 16 --size 128 --steps "$steps" --ratios 1,0.7
 b gpt-6x256-b8-2f --model gpt --batch 8 --steps 2 --ratios 1,0.42
+# densenet121 at 0.33 under dtr_held, the policy that recomputes least on the replayed logs.
+b densenet121-b16-dtr_held --model torchvision:densenet121 --batch 16 --size 128 --steps "$steps" --ratios 1,0.33 --heuristic dtr_held
