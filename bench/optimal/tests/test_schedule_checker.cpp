@@ -57,6 +57,22 @@ schedule events(const std::vector<std::pair<char, std::size_t>>& list) {
     return s;
 }
 
+// Checkpoint-all on six(): compute in order, free each value after its last use.
+schedule six_checkpoint_all() {
+    return events({{'c', 0},
+                   {'c', 1},
+                   {'c', 2},
+                   {'c', 3},
+                   {'f', 1},
+                   {'f', 2},
+                   {'c', 4},
+                   {'f', 0},
+                   {'f', 3},
+                   {'c', 5},
+                   {'f', 4},
+                   {'f', 5}});
+}
+
 // The hand-made optimum of six() at LB (300 bytes): f0 is dropped early and recomputed after
 // b2, the one recomputation every schedule at LB needs.
 schedule six_at_lower_bound() {
@@ -100,18 +116,7 @@ static_graph chain(std::size_t k) {
 
 TEST_CASE("the checker accepts valid schedules and recomputes cost and peak") {
     const auto g = six();
-    const auto all = events({{'c', 0},
-                             {'c', 1},
-                             {'c', 2},
-                             {'c', 3},
-                             {'f', 1},
-                             {'f', 2},
-                             {'c', 4},
-                             {'f', 0},
-                             {'f', 3},
-                             {'c', 5},
-                             {'f', 4},
-                             {'f', 5}});
+    const auto all = six_checkpoint_all();
     const auto r = check_schedule(g, all);
     REQUIRE(r.ok());
     CHECK(r.reason() == "ok");
@@ -194,18 +199,7 @@ TEST_CASE("the checker rejects with event, node and reason, and reports no figur
 TEST_CASE("checkpoint-all frees after last use and sets the peak") {
     const auto g = six();
     const auto s = dtr::optimal::checkpoint_all(g);
-    CHECK(s == events({{'c', 0},
-                       {'c', 1},
-                       {'c', 2},
-                       {'c', 3},
-                       {'f', 1},
-                       {'f', 2},
-                       {'c', 4},
-                       {'f', 0},
-                       {'f', 3},
-                       {'c', 5},
-                       {'f', 4},
-                       {'f', 5}}));
+    CHECK(s == six_checkpoint_all());
     const auto r = check_schedule(g, s);
     REQUIRE(r.ok());
     CHECK(r.cost() == doctest::Approx(g.total_compute_cost()));
