@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <utility>
 
 namespace dtr {
@@ -221,14 +222,45 @@ namespace detail {
 //! A storage's host copy: present only on backends with a tier (empty otherwise).
 template <class B, bool = offloading_backend<B>>
 struct host_slot {
-    static constexpr bool valid = false;
-    static constexpr cost_t ready_at = 0;
+    [[nodiscard]] static constexpr bool valid() noexcept { return false; }
+    [[nodiscard]] static constexpr cost_t ready_at() noexcept { return 0; }
 };
+
+//! On a backend with a tier: one pointer in every storage record, to state allocated at
+//! the storage's first out-copy. Every call reads records, few storages are ever offloaded,
+//! and the state inline (the copy, its flag, the landing time) made each record 24 bytes
+//! larger on the paths that never offload.
 template <class B>
-struct host_slot<B, true> {
-    typename B::host_copy copy{};
-    bool valid = false;  //!< `copy` holds this storage's bytes
-    cost_t ready_at = 0; //!< clock time at which a copy-back in flight has landed
+class host_slot<B, true> {
+public:
+    //! `copy()` holds this storage's bytes.
+    [[nodiscard]] bool valid() const noexcept { return state_ != nullptr && state_->valid; }
+    //! Clock time at which a copy-back in flight has landed (0 if none ever ran).
+    [[nodiscard]] cost_t ready_at() const noexcept {
+        return state_ == nullptr ? cost_t{0} : state_->ready_at;
+    }
+    //! The copy; allocates the state on first use. Throws: std::bad_alloc.
+    [[nodiscard]] typename B::host_copy& copy() { return state().copy; }
+    //! Marks `copy()` as holding the bytes (true) or as freed (false; the copy is reset).
+    //! Precondition: copy() was called (the state exists).
+    void set_valid(bool v) noexcept {
+        state_->valid = v;
+        if (!v) state_->copy = typename B::host_copy{};
+    }
+    //! Precondition: the state exists (set by the copy-back of an offloaded storage).
+    void set_ready_at(cost_t t) noexcept { state_->ready_at = t; }
+
+private:
+    struct state_type {
+        typename B::host_copy copy{};
+        bool valid = false;
+        cost_t ready_at = 0;
+    };
+    state_type& state() {
+        if (state_ == nullptr) state_ = std::make_unique<state_type>();
+        return *state_;
+    }
+    std::unique_ptr<state_type> state_;
 };
 
 } // namespace detail

@@ -160,9 +160,9 @@ public:
     [[nodiscard]] cost_t last_access() const noexcept { return accessed; }
     //! @brief True unless getting it back needs a recomputation: resident on the device, or
     //! offloaded to the host tier (it comes back by transfer; runtime_options::offload).
-    [[nodiscard]] bool resident() const noexcept { return is_resident || host.valid; }
+    [[nodiscard]] bool resident() const noexcept { return is_resident || host.valid(); }
     //! @brief True while its bytes are in the host tier only (runtime_options::offload).
-    [[nodiscard]] bool offloaded() const noexcept { return !is_resident && host.valid; }
+    [[nodiscard]] bool offloaded() const noexcept { return !is_resident && host.valid(); }
     //! @brief True when this storage has a recipe (it can be evicted and recomputed).
     [[nodiscard]] bool rematerializable() const noexcept { return producer != nullptr; }
     //! @brief True while evicting it is allowed (resident, rematerializable, unpinned).

@@ -128,12 +128,14 @@ auto evictable_pool<Rt, Backend, Meta>::choose_victim() -> storage* {
                       "choose(pool, context) returning a pointer to a pool member "
                       "(runtime::storage_type*); see dtr/concepts.hpp");
         double best_score = std::numeric_limits<double>::infinity();
+        // Read once per scan, not per storage, so that the loop keeps both in registers.
+        const bool factored = rt_.offload_.factors_scores();
+        std::uint64_t evaluations = 0;
         for (storage_node<Backend, Meta>& s : pool_) {
             double score = static_cast<double>(rt_.heuristic_.score(s, ctx));
-            // Offload: the cheaper of recomputing and transferring (1 without a host tier).
-            if constexpr (offloading_backend<Backend>)
-                score *= rt_.offload_.score_factor(*storage::of(&s));
-            ++rt_.counters_.heuristic_evaluations;
+            // Offload: the cheaper of recomputing and transferring.
+            if (factored) score *= rt_.offload_.score_factor(*storage::of(&s));
+            ++evaluations;
             // Last lowest wins and a zero score ends the scan: the DTR simulator's rule, so
             // that replays make the same choices.
             if (score <= best_score) {
@@ -142,6 +144,7 @@ auto evictable_pool<Rt, Backend, Meta>::choose_victim() -> storage* {
             }
             if (score == 0) break;
         }
+        rt_.counters_.heuristic_evaluations += evaluations;
         if (best == nullptr) best = &pool_.back(); // every score was NaN
     }
     count_search(start);

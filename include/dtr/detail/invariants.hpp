@@ -32,7 +32,7 @@ void check_invariants(const dependency_graph<Backend, Meta>& graph, const runtim
     std::size_t resident = 0, pool_members = 0, pins = 0, host = 0;
     for (const storage& s : graph.storages) {
         if (s.is_resident) resident += s.bytes;
-        if (s.host.valid) host += s.bytes; // offload: host copies
+        if (s.host.valid()) host += s.bytes; // offload: host copies
         if (s.pool_hook.is_linked() != s.evictable())
             fail(sid(s) + ": pool membership disagrees with evictability");
         if (s.pool_hook.is_linked()) ++pool_members;

@@ -41,7 +41,19 @@ public:
     //! @brief Called when `s` is evicted: copies it out (or keeps its clean host copy)
     //! instead of dropping it when the policy says so. Returns: whether `s` left the device
     //! that way (the caller then does not drop it).
-    bool offload_victim(storage* s, bool eager) noexcept;
+    bool offload_victim(storage* s, bool eager) noexcept {
+        if constexpr (offloading_backend<Backend>) {
+            // The common case, inline: no host copy, and either an eager eviction (the last
+            // handle went: nothing will read it back) or offload off. Dropped.
+            if (!s->host.valid() && (eager || rt_.options_.offload == offload_policy::off))
+                return false;
+            return offload_or_drop(s, eager);
+        } else {
+            (void)s;
+            (void)eager;
+            return false;
+        }
+    }
 
     //! @brief The fallback when nothing evictable is left: offloads the least recently used
     //! resident, unpinned storage without a recipe (a constant). Returns: whether one left.
@@ -52,12 +64,22 @@ public:
     //! can be had.
     void copy_back(storage* s);
 
+    //! @brief Returns: whether victims' scores are multiplied by score_factor() (offload on,
+    //! on a backend with a tier); false lets a scan skip the factor.
+    [[nodiscard]] bool factors_scores() const noexcept {
+        if constexpr (offloading_backend<Backend>)
+            return rt_.options_.offload != offload_policy::off;
+        else
+            return false;
+    }
+
     //! @brief The factor a victim's score is multiplied by: the cheaper of recomputing and
     //! transferring, relative to recomputing (1 when offload is off).
     [[nodiscard]] double score_factor(const storage& s) const noexcept {
         if constexpr (offloading_backend<Backend>) {
             if (rt_.options_.offload == offload_policy::off) return 1.0;
-            return offload_score_factor(rt_.backend_, rt_.options_.offload, s.view(), s.host.valid);
+            return offload_score_factor(rt_.backend_, rt_.options_.offload, s.view(),
+                                        s.host.valid());
         } else {
             (void)s;
             return 1.0;
@@ -69,7 +91,7 @@ public:
         if constexpr (offloading_backend<Backend>) {
             cost_t t = 0;
             for (std::uint32_t i = 0; i < o.n_inputs; ++i)
-                t = std::max(t, o.in[i].storage->host.ready_at);
+                t = std::max(t, o.in[i].storage->host.ready_at());
             stall_until(t);
         } else {
             (void)o;
@@ -78,7 +100,7 @@ public:
     //! @brief Advances the clock until `s` has landed from a copy-back.
     void wait_for(const storage* s) noexcept {
         if constexpr (offloading_backend<Backend>)
-            stall_until(s->host.ready_at);
+            stall_until(s->host.ready_at());
         else
             (void)s;
     }
@@ -96,6 +118,8 @@ private:
         rt_.counters_.transfer_stall += t - rt_.clock_;
         rt_.clock_ = t;
     }
+    //! offload_victim past its inline test.
+    bool offload_or_drop(storage* s, bool eager) noexcept;
     //! Starts the out-copy of resident `s` into a new host copy; false if the tier refused.
     bool start_out_copy(storage* s) noexcept;
     //! Frees the device block of `s`, which has a valid host copy (now offloaded).
@@ -108,10 +132,9 @@ private:
 template <class Rt, class Backend, class Meta>
 void offloader<Rt, Backend, Meta>::release_host_copy(storage* s) noexcept {
     if constexpr (offloading_backend<Backend>) {
-        if (!s->host.valid) return;
-        rt_.backend_.free_host(s->host.copy, s->bytes);
-        s->host.copy = typename Backend::host_copy{};
-        s->host.valid = false;
+        if (!s->host.valid()) return;
+        rt_.backend_.free_host(s->host.copy(), s->bytes);
+        s->host.set_valid(false);
         rt_.counters_.host_bytes -= std::min(rt_.counters_.host_bytes, s->bytes);
     } else {
         (void)s;
@@ -123,14 +146,15 @@ bool offloader<Rt, Backend, Meta>::start_out_copy(storage* s) noexcept {
     if constexpr (offloading_backend<Backend>) {
         counters& stats = rt_.counters_;
         try {
+            typename Backend::host_copy& slot = s->host.copy(); // may allocate: inside the try
             copy_out_result<typename Backend::host_copy> r =
                 rt_.backend_.copy_out(s->ptr, s->bytes, rt_.clock_);
-            s->host.copy = std::move(r.copy);
+            slot = std::move(r.copy);
             freed_memory_at_ = std::max(freed_memory_at_, r.reusable_at);
         } catch (...) {
             return false; // the tier could not take it
         }
-        s->host.valid = true;
+        s->host.set_valid(true);
         ++stats.offloads;
         stats.bytes_offloaded += s->bytes;
         stats.transfer_cost += rt_.backend_.transfer_cost(s->bytes);
@@ -155,12 +179,12 @@ void offloader<Rt, Backend, Meta>::leave_device(storage* s) noexcept {
 }
 
 template <class Rt, class Backend, class Meta>
-bool offloader<Rt, Backend, Meta>::offload_victim(storage* s, bool eager) noexcept {
+bool offloader<Rt, Backend, Meta>::offload_or_drop(storage* s, bool eager) noexcept {
     if constexpr (offloading_backend<Backend>) {
         const offload_policy policy = rt_.options_.offload;
         // A storage with a clean host copy (copied back earlier: storages are immutable, so
         // the copy is still right) leaves for free; otherwise the policy decides.
-        if (!s->host.valid) {
+        if (!s->host.valid()) {
             if (eager || !offload_decision(rt_.backend_, policy, s->view(), false)) return false;
             if (!start_out_copy(s)) return false; // dropped as without offload
         } else if (!eager && !offload_decision(rt_.backend_, policy, s->view(), true)) {
@@ -191,11 +215,11 @@ bool offloader<Rt, Backend, Meta>::offload_fixed() noexcept {
         storage* best = nullptr;
         for (storage& s : rt_.graph_.storages) {
             if (!s.is_resident || s.producer != nullptr || s.pins != 0) continue;
-            if (!s.host.valid && !rt_.backend_.host_room(s.bytes)) continue;
+            if (!s.host.valid() && !rt_.backend_.host_room(s.bytes)) continue;
             if (best == nullptr || s.accessed < best->accessed) best = &s;
         }
         if (best == nullptr) return false;
-        if (best->host.valid)
+        if (best->host.valid())
             ++rt_.counters_.offloads_clean;
         else if (!start_out_copy(best))
             return false;
@@ -213,14 +237,14 @@ void offloader<Rt, Backend, Meta>::copy_back(storage* s) {
             rt_.memory_.allocate(s->bytes); // may evict (or offload) others; throws: unchanged
         cost_t done = rt_.clock_;
         try {
-            done = rt_.backend_.copy_in(p, std::as_const(s->host.copy), s->bytes, rt_.clock_);
+            done = rt_.backend_.copy_in(p, std::as_const(s->host.copy()), s->bytes, rt_.clock_);
         } catch (...) {
             rt_.memory_.free(p, s->bytes);
             throw;
         }
         s->ptr = p;
         s->is_resident = true;
-        s->host.ready_at = done;
+        s->host.set_ready_at(done);
         counters& stats = rt_.counters_;
         ++stats.copy_backs;
         stats.bytes_copied_back += s->bytes;
