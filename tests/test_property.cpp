@@ -48,17 +48,26 @@ void check_against(const dtr_test::program_trace& reference, std::uint64_t seed,
     const dtr_test::run_plan plan = dtr_test::draw_plan(fault_rng);
     const char* policy = dealloc == dtr::dealloc_policy::eager_evict ? "eager_evict" : "banish";
     INFO(replay, " heuristic=", std::string(Heuristic::name), " dealloc=", std::string(policy),
-         " budget=", budget, " (reference peak ", reference.peak_resident, ", floor ",
-         reference.floor, ") ", dtr_test::describe(plan));
+         " in_place=", dtr_test::splitmix(seed ^ budget) % 2 ? "reuse" : "copy", " budget=", budget,
+         " (reference peak ", reference.peak_resident, ", floor ", reference.floor, ") ",
+         dtr_test::describe(plan));
     dtr_test::program_trace t;
     try {
         // Whether parameter updates stay recomputable changes memory, never values.
         const auto updates = budget_rng() % 2 ? dtr::constant_update::constant
                                               : dtr::constant_update::rematerializable;
-        t = run_one<Heuristic>(
-            seed, steps,
-            {.budget = budget, .dealloc = dealloc, .mutation = scope, .constant_updates = updates},
-            plan);
+        // Nor does writing updates into the old version's block. Drawn from the budget, not
+        // from budget_rng, so that the budgets and plans drawn stay those of earlier rounds.
+        const auto in_place = dtr_test::splitmix(seed ^ budget) % 2
+                                  ? dtr::in_place_writes::reuse_when_unshared
+                                  : dtr::in_place_writes::copy;
+        t = run_one<Heuristic>(seed, steps,
+                               {.budget = budget,
+                                .dealloc = dealloc,
+                                .mutation = scope,
+                                .constant_updates = updates,
+                                .in_place = in_place},
+                               plan);
     } catch (const std::exception& e) {
         FAIL("program failed: ", std::string(e.what()));
         return;
@@ -100,14 +109,16 @@ TEST_CASE("random programs under budgets read exactly what the unbudgeted run re
     });
     std::printf(
         "property test: %llu programs, %llu budgeted runs, %llu values compared, %llu evictions, "
-        "%llu rematerializations, %llu banishments, %llu out_of_memory recovered\n",
+        "%llu rematerializations, %llu banishments, %llu out_of_memory recovered, %llu in-place "
+        "updates into the old block\n",
         static_cast<unsigned long long>(ran), static_cast<unsigned long long>(sum.runs),
         static_cast<unsigned long long>(sum.reads), static_cast<unsigned long long>(sum.evictions),
         static_cast<unsigned long long>(sum.remats),
-        static_cast<unsigned long long>(sum.banishments),
-        static_cast<unsigned long long>(sum.ooms));
+        static_cast<unsigned long long>(sum.banishments), static_cast<unsigned long long>(sum.ooms),
+        static_cast<unsigned long long>(sum.in_place_reuses));
     sum.print_faults("property test");
     CHECK(sum.evictions > 0);
     CHECK(sum.remats > 0);
+    CHECK(sum.in_place_reuses > 0);
     if (!programs.single() && programs.count() >= 50) sum.check_events();
 }

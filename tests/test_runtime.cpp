@@ -198,6 +198,125 @@ TEST_CASE("in-place mutation is copy-on-write") {
     rt.check_invariants();
 }
 
+namespace {
+
+// y *= 2, in place (each byte).
+void double_in_place(host_rt& rt, tensor& y) {
+    rt.mutate(
+        [](host_context& ctx) {
+            auto io = ctx.inout(0);
+            for (std::size_t i = 0; i < io.size(); ++i)
+                io.data()[i] = std::byte(static_cast<std::uint8_t>(u8(io.data()[i]) * 2));
+        },
+        {y}, {0}, 4.0);
+}
+
+} // namespace
+
+TEST_CASE("an unshared in-place update writes into the old version's block") {
+    const auto reuse = dtr::in_place_writes::reuse_when_unshared;
+    for (auto mode : {dtr::in_place_writes::copy, reuse}) {
+        CAPTURE(static_cast<int>(mode));
+        host_rt rt({.budget = 1 << 20, .in_place = mode});
+        tensor x = rt.constant(4, fill_with(1));
+        tensor y = rt.call(add_op{10}, {x}, {.cost = 2});
+        tensor d = rt.call(add_op{0}, {y}, {.cost = 2}); // reads y's old value
+        const std::size_t before = rt.stats().peak_resident_bytes;
+        const std::uint64_t allocations = rt.stats().allocations;
+        double_in_place(rt, y);
+        CHECK(read(rt, y) == std::vector<std::uint8_t>{22, 24, 26, 28});
+        if (mode == reuse) {
+            // No block for the new version: the old one's bytes became it.
+            CHECK(rt.stats().in_place_reuses == 1);
+            CHECK(rt.stats().peak_resident_bytes == before);
+            CHECK(rt.stats().allocations == allocations);
+        } else {
+            CHECK(rt.stats().in_place_reuses == 0);
+            CHECK(rt.stats().peak_resident_bytes == before + 4);
+        }
+        rt.check_invariants();
+        // Either way the old version is gone from memory (no handle left) and comes back by
+        // recomputation for what was computed from it; the new one replays the update.
+        CHECK(rt.resident_bytes() == 12);
+        REQUIRE(rt.evict(d));
+        CHECK(read(rt, d) == std::vector<std::uint8_t>{11, 12, 13, 14});
+        REQUIRE(rt.evict(y));
+        CHECK(read(rt, y) == std::vector<std::uint8_t>{22, 24, 26, 28});
+        rt.check_invariants();
+    }
+}
+
+TEST_CASE("an in-place update copies the old version when something else wants it") {
+    const dtr::runtime_options reuse{.budget = 1 << 20,
+                                     .in_place = dtr::in_place_writes::reuse_when_unshared};
+    SUBCASE("a pin guard holds it") {
+        host_rt rt(reuse);
+        tensor x = rt.constant(4, fill_with(1));
+        tensor y = rt.call(add_op{10}, {x}, {.cost = 2});
+        auto guard = rt.pin(y);
+        double_in_place(rt, y);
+        CHECK(rt.stats().in_place_reuses == 0);
+        // The guard still reads the old bytes.
+        CHECK(guard.span()[0] == std::byte{11});
+        CHECK(read(rt, y) == std::vector<std::uint8_t>{22, 24, 26, 28});
+    }
+    SUBCASE("other names keep the old version (tensor scope)") {
+        dtr::runtime_options o = reuse;
+        o.mutation = dtr::mutation_scope::tensor;
+        host_rt rt(o);
+        tensor x = rt.constant(4, fill_with(1));
+        tensor y = rt.call(add_op{10}, {x}, {.cost = 2});
+        tensor y2 = rt.view(y);
+        double_in_place(rt, y);
+        CHECK(rt.stats().in_place_reuses == 0);
+        CHECK(read(rt, y2) == std::vector<std::uint8_t>{11, 12, 13, 14});
+    }
+    SUBCASE("a constant is updated by its own rule") {
+        host_rt rt(reuse);
+        tensor w = rt.constant(4, fill_with(1));
+        double_in_place(rt, w);
+        CHECK(rt.stats().in_place_reuses == 0);
+        CHECK(read(rt, w) == std::vector<std::uint8_t>{2, 4, 6, 8});
+    }
+}
+
+TEST_CASE("an in-place update that fails leaves the old version evicted and recomputable") {
+    host_rt rt({.budget = 1 << 20, .in_place = dtr::in_place_writes::reuse_when_unshared});
+    tensor x = rt.constant(4, fill_with(1));
+    tensor y = rt.call(add_op{10}, {x}, {.cost = 2});
+    auto half_done = [](host_context& ctx) {
+        ctx.inout(0).data()[0] = std::byte{0};       // the old bytes are overwritten...
+        throw std::runtime_error("operator failed"); // ...and the update never completes
+    };
+    CHECK_THROWS_AS(rt.mutate(half_done, {y}, {0}, 1.0), std::runtime_error);
+    CHECK(rt.stats().in_place_reuses == 1);
+    CHECK_FALSE(rt.is_resident(y));
+    CHECK(rt.resident_bytes() == 4);
+    rt.check_invariants();
+    CHECK(read(rt, y) == std::vector<std::uint8_t>{11, 12, 13, 14});
+    double_in_place(rt, y); // and the runtime goes on
+    CHECK(read(rt, y) == std::vector<std::uint8_t>{22, 24, 26, 28});
+    rt.check_invariants();
+}
+
+TEST_CASE("a recomputed in-place update reuses the old version it restored") {
+    // Budget for two of the three 8-byte storages besides x: restoring z needs y's old
+    // version, whose block the update then takes instead of a third.
+    host_rt rt({.budget = 24, .in_place = dtr::in_place_writes::reuse_when_unshared});
+    tensor x = rt.constant(8, fill_with(1));
+    tensor y = rt.call(add_op{10}, {x}, {.cost = 2});
+    double_in_place(rt, y);
+    tensor z = rt.call(add_op{1}, {y}, {.cost = 2});
+    REQUIRE(rt.evict(z));
+    REQUIRE(rt.evict(y));
+    const std::uint64_t reuses = rt.stats().in_place_reuses;
+    CHECK(read(rt, z) ==
+          std::vector<std::uint8_t>{23, 25, 27, 29, 31, 33, 35, 37}); // (x + 10) * 2 + 1
+    CHECK(rt.stats().in_place_reuses == reuses + 1);
+    CHECK(rt.stats().peak_resident_bytes <= 24);
+    rt.check_invariants();
+}
+
 TEST_CASE("tensor-scope mutation leaves other names on the old version") {
     host_rt rt({.budget = 1 << 20, .mutation = dtr::mutation_scope::tensor});
     tensor x = rt.constant(2, fill_with(1));

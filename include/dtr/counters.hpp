@@ -23,8 +23,10 @@ struct counters {
     std::uint64_t bytes_allocated = 0;    //!< total bytes of those allocations
     std::uint64_t allocation_retries = 0; //!< backend refusals inside the budget (fragmentation)
     std::uint64_t pin_yields = 0;         //!< restores whose waiting frames gave their pins up
-    std::size_t resident_bytes = 0;       //!< gauge: bytes resident now
-    std::size_t peak_resident_bytes = 0;  //!< gauge: highest resident_bytes so far
+    //! in-place updates written into the old version's block (in_place_writes::reuse_when_unshared)
+    std::uint64_t in_place_reuses = 0;
+    std::size_t resident_bytes = 0;          //!< gauge: bytes resident now
+    std::size_t peak_resident_bytes = 0;     //!< gauge: highest resident_bytes so far
     std::uint64_t heuristic_evaluations = 0; //!< scores computed while choosing victims
     std::uint64_t metadata_accesses = 0;     //!< storage metadata reads/writes by the heuristic
     std::uint64_t victim_searches = 0;       //!< victim choices made
@@ -57,7 +59,7 @@ inline std::ostream& operator<<(std::ostream& os, const counters& c) {
               << " storages_freed=" << c.storages_freed << " allocations=" << c.allocations
               << " bytes_allocated=" << c.bytes_allocated
               << " allocation_retries=" << c.allocation_retries
-              << " resident_bytes=" << c.resident_bytes
+              << " in_place_reuses=" << c.in_place_reuses << " resident_bytes=" << c.resident_bytes
               << " peak_resident_bytes=" << c.peak_resident_bytes
               << " heuristic_evaluations=" << c.heuristic_evaluations
               << " metadata_accesses=" << c.metadata_accesses

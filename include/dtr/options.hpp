@@ -40,6 +40,22 @@ enum class mutation_scope : std::uint8_t {
     tensor,
 };
 
+//! @brief Where an in-place update (runtime::mutate) writes the new version of a computed
+//! storage (see docs/design.md, "Mutation").
+enum class in_place_writes : std::uint8_t {
+    //! Into a copy of the old version (copy-on-write): the old version stays resident until
+    //! released or evicted. The DTR simulator's model, for replays of its logs.
+    copy,
+    //! Into the old version's own block when nothing else can want the old bytes resident
+    //! at that moment: the old version has a recipe, mutation_scope::storage moves all its
+    //! handles to the new version, and nothing but the call itself pins it. The old version
+    //! is then evicted as the operator starts (its recipe recomputes it if a later
+    //! recomputation reads it; if the operator fails, it stays evicted). Saves the copy and
+    //! a block of the storage's size during the call: what a framework's `relu_` after a
+    //! convolution needs. Otherwise, and for constants, as `copy`.
+    reuse_when_unshared,
+};
+
 //! @brief What an in-place update of a constant (a parameter) produces.
 enum class constant_update : std::uint8_t {
     //! A new constant: never evicted, and the old version is freed once nothing computed
@@ -123,6 +139,8 @@ struct runtime_options {
     placement_policy placement = placement_policy::best_fit;
     //! Whether victims may be offloaded to the backend's host tier instead of dropped.
     offload_policy offload = offload_policy::off;
+    //! Where in-place updates of computed storages write their new version.
+    in_place_writes in_place = in_place_writes::copy;
 };
 
 //! @brief Per-call settings of runtime::call.

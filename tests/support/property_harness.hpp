@@ -153,6 +153,7 @@ inline void check_matches_reference(const program_trace& run, const program_trac
 //! What the budgeted runs of a property test did, for its closing lines.
 struct run_totals {
     std::uint64_t runs = 0, evictions = 0, remats = 0, banishments = 0, ooms = 0, reads = 0;
+    std::uint64_t in_place_reuses = 0;
     std::uint64_t budget_lifts = 0, faulty_runs = 0, allocation_faults = 0, execution_faults = 0;
     std::uint64_t faults_caught = 0, recoveries = 0, faults_suspended = 0;
     std::uint64_t guards = 0, guard_reads = 0, guard_mutations = 0, write_guard_rejections = 0;
@@ -161,6 +162,7 @@ struct run_totals {
         evictions += t.evictions;
         remats += t.remats;
         banishments += t.banishments;
+        in_place_reuses += t.in_place_reuses;
         ooms += t.ooms;
         reads += t.reads.size();
         budget_lifts += t.budget_lifts;

@@ -50,6 +50,7 @@ struct program_trace {
     std::size_t budget_lifts = 0;                 //!< of which recovered only by lifting the budget
     std::uint64_t evictions = 0, remats = 0, banishments = 0;
     std::uint64_t offloads = 0, copy_backs = 0; //!< offload (runtime_options::offload)
+    std::uint64_t in_place_reuses = 0;          //!< runtime_options::in_place
     // Pin guards.
     std::uint64_t guards_taken = 0;    //!< read and write guards taken
     std::uint64_t guard_reads = 0;     //!< reads through a guard taken earlier
@@ -147,6 +148,7 @@ public:
         trace_.peak_resident = rt_.stats().peak_resident_bytes;
         trace_.backend_peak = rt_.backend().peak_bytes();
         trace_.evictions = rt_.stats().evictions;
+        trace_.in_place_reuses = rt_.stats().in_place_reuses;
         trace_.remats = rt_.stats().rematerializations;
         trace_.banishments = rt_.stats().banishments;
         trace_.offloads = rt_.stats().offloads + rt_.stats().offloads_clean;

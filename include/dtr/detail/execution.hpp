@@ -88,10 +88,16 @@ private:
         pointer ptr{};
         std::size_t bytes = 0;
         storage* target = nullptr;
-        bool allocated = false;
+        bool allocated = false; //!< `ptr` is this run's to free on failure
+        bool reuse = false;     //!< written in the old version's block (no copy)
     };
 
     void execute(op& o, bool remat, std::optional<cost_t> supplied);
+    //! Whether the new version of `old`, an input storage `o` mutates, may be written in
+    //! old's own block (runtime_options::in_place).
+    [[nodiscard]] bool may_reuse(const op& o, const storage& old) const noexcept;
+    //! Hands the block of `old` to version `v`: old is evicted without freeing it.
+    void take_block(storage* old, version_state& v) noexcept;
     void install(op& o, storage* s, pointer p, bool rematerializable, bool constant, cost_t cost);
     void discard(op& o, bool remat) noexcept;
     //! The storage input `e` reads in this run: the new version when the call mutates it.
@@ -151,13 +157,12 @@ void execution<Rt, Backend, Meta>::execute(op& o, bool remat, std::optional<cost
     Backend& backend = rt_.backend_;
     cost_t measured = 0;
     try {
-        // New versions of mutated storages: copy-on-write targets.
+        // New versions of mutated storages: copy-on-write targets, or the old version's own
+        // block where runtime_options::in_place allows it.
         for (std::uint32_t k = 0; k < o.n_versions; ++k) {
             const storage* old = o.in[o.ver[k].input].storage;
             version_state& v = versions_[k];
             v.bytes = old->bytes;
-            v.ptr = rt_.memory_.allocate(old->bytes);
-            v.allocated = true;
             if (!remat) {
                 v.target = rt_.graph_.new_storage(old->bytes);
                 o.ver[k].storage = v.target;
@@ -165,7 +170,16 @@ void execution<Rt, Backend, Meta>::execute(op& o, bool remat, std::optional<cost
                        !o.ver[k].storage->resident()) { // not if offloaded
                 v.target = o.ver[k].storage;
             }
+            // A recomputation that discards the version (still resident) keeps old intact.
+            v.reuse = v.target != nullptr && may_reuse(o, *old);
+            if (!v.reuse) {
+                v.ptr = rt_.memory_.allocate(old->bytes);
+                v.allocated = true;
+            }
         }
+        // Blocks change hands only once every allocation above has succeeded.
+        for (std::uint32_t k = 0; k < o.n_versions; ++k)
+            if (versions_[k].reuse) take_block(o.in[o.ver[k].input].storage, versions_[k]);
         for (std::uint32_t i = 0; i < o.n_inputs; ++i) {
             const edge& e = o.in[i];
             auto& b = bindings_[i];
@@ -185,8 +199,9 @@ void execution<Rt, Backend, Meta>::execute(op& o, bool remat, std::optional<cost
         rt_.in_operator_ = true;
         measured = backend.execute([&] {
             for (std::uint32_t k = 0; k < o.n_versions; ++k)
-                backend.copy(versions_[k].ptr, o.in[o.ver[k].input].storage->ptr,
-                             versions_[k].bytes);
+                if (!versions_[k].reuse)
+                    backend.copy(versions_[k].ptr, o.in[o.ver[k].input].storage->ptr,
+                                 versions_[k].bytes);
             o.fn(ctx);
         });
         // One entry per measurement the backend started, even if this run is discarded
@@ -270,6 +285,35 @@ void execution<Rt, Backend, Meta>::execute(op& o, bool remat, std::optional<cost
                             "; raise the budget (set_budget) or restart the allowance "
                             "(set_remat_limit) to go on",
                         spent);
+}
+
+template <class Rt, class Backend, class Meta>
+bool execution<Rt, Backend, Meta>::may_reuse(const op& o, const storage& old) const noexcept {
+    if (rt_.options_.in_place != in_place_writes::reuse_when_unshared) return false;
+    // Recomputable (constants are updated in place by their own rule), resident on the
+    // device, without a host copy that would then be the only one.
+    if (old.producer == nullptr || !old.is_resident || old.host.valid()) return false;
+    // Handles: under storage scope the call moves every one to the new version (a
+    // recomputation finds none left); under tensor scope other names keep reading old.
+    if (rt_.options_.mutation != mutation_scope::storage) return false;
+    if (remat_ && !old.tensors.empty()) return false;
+    // Pins: only this call's own. A guard, or a restore frame waiting to read old, keeps it.
+    std::uint32_t own = 0;
+    for (std::uint32_t i = 0; i < o.n_inputs; ++i) own += o.in[i].storage == &old && o.in[i].pinned;
+    return old.pins == own;
+}
+
+template <class Rt, class Backend, class Meta>
+void execution<Rt, Backend, Meta>::take_block(storage* old, version_state& v) noexcept {
+    // The bytes stay counted as resident: they move from old to this run's buffer, and
+    // install() makes them the new version's. A failed run frees them (discard).
+    v.ptr = old->ptr;
+    v.allocated = true;
+    old->ptr = pointer{};
+    old->is_resident = false;
+    rt_.pool_.refresh(old);
+    rt_.hook_on_evict(*old);
+    ++rt_.counters_.in_place_reuses;
 }
 
 template <class Rt, class Backend, class Meta>
