@@ -815,6 +815,10 @@ public:
         }
         dtr::runtime_options o;
         o.budget = budget;
+        // The in-place operators that reach the runtime's mutation (those the bridge does
+        // not rewrite out of place or run on an unread constant, below) write into the old
+        // version's block when nothing else holds it, instead of a copy.
+        o.in_place = dtr::in_place_writes::reuse_when_unshared;
         rt_ = std::shared_ptr<runtime_iface>(make_runtime(heuristic, o, table_));
         py_device_ = py::reinterpret_steal<py::object>(THPDevice_New(table_->device));
     }
@@ -1681,6 +1685,7 @@ PYBIND11_MODULE(_dtr_torch, m) {
             d["eager_constants"] = b.eager_constants();
             d["inplace_rewrites"] = b.inplace_rewrites();
             d["inplace_direct"] = b.inplace_direct();
+            d["in_place_reuses"] = c.in_place_reuses;
             d["max_op_bytes"] = b.max_op_bytes();
             d["max_op"] = b.max_op_name();
             d["calls"] = b.calls();

@@ -46,13 +46,14 @@ enum class in_place_writes : std::uint8_t {
     //! Into a copy of the old version (copy-on-write): the old version stays resident until
     //! released or evicted. The DTR simulator's model, for replays of its logs.
     copy,
-    //! Into the old version's own block when nothing else can want the old bytes resident
-    //! at that moment: the old version has a recipe, mutation_scope::storage moves all its
-    //! handles to the new version, and nothing but the call itself pins it. The old version
-    //! is then evicted as the operator starts (its recipe recomputes it if a later
-    //! recomputation reads it; if the operator fails, it stays evicted). Saves the copy and
-    //! a block of the storage's size during the call: what a framework's `relu_` after a
-    //! convolution needs. Otherwise, and for constants, as `copy`.
+    //! On a call's first run (recomputations copy), into the old version's own block when
+    //! nothing else can want the old bytes resident at that moment: the old version has a
+    //! recipe, mutation_scope::storage moves all its handles to the new version, and nothing
+    //! but the call itself pins it. The old version is then evicted as the operator starts
+    //! (its recipe recomputes it if something later reads it; if the operator fails, it
+    //! stays evicted). Saves the copy and a block of the storage's size during the call:
+    //! what a framework's `relu_` after a batch norm needs. Otherwise, and for constants, as
+    //! `copy`.
     reuse_when_unshared,
 };
 

@@ -74,6 +74,11 @@ def test_values():
     check_same(ref, run(dtr_torch.Runtime()), "unlimited")
     rt = dtr_torch.Runtime()
     check_same(ref, run(rt, evict_all=True), "evict all")
+    # Without the out-of-place rewrites, z.add_, masked_fill_ and relu_ (on an activation
+    # nothing else holds) are the runtime's mutations, written into the old version's block.
+    rt = dtr_torch.Runtime(inplace_rewrite=False)
+    check_same(ref, run(rt, evict_all=True), "evict all, in-place updates through the runtime")
+    assert rt.stats()["in_place_reuses"] >= 3, rt.stats()
     peak = dtr_torch.Runtime()
     run(peak)
     p = peak.stats()["peak_resident_bytes"]
