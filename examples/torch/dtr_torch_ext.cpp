@@ -23,6 +23,7 @@
 #include <dtr/backend/wall_clock.hpp>
 #include <dtr/heuristic/by_name.hpp>
 #include <dtr/runtime.hpp>
+#include <dtr/search/indexed.hpp>
 
 #include <ATen/ScalarOps.h>
 #include <ATen/core/LegacyTypeDispatch.h>
@@ -56,42 +57,59 @@ namespace dtr_torch {
 
 //! Where the bridge's time goes (ns, cumulative; rt.stats()["profile"]): a scoped timer adds
 //! its lifetime to one counter.
+//! recipe_ns / recipe_kernel_ns: inside recipe::run (the operator the runtime runs: argument
+//! tensors, the kernel, adopting the outputs) on first runs, and in its kernel;
+//! remat_recipe_ns / remat_kernel_ns: the same for rematerializations. kernel_ns: every
+//! kernel the bridge runs (recipes, views, in-place updates of constants, eager constants).
 struct profile_counters {
     std::uint64_t dispatch_ns = 0, kernel_ns = 0, promote_ns = 0, promote_bytes = 0, follow_ns = 0,
-                  stack_ns = 0, runtime_call_ns = 0, wrap_ns = 0;
+                  stack_ns = 0, runtime_call_ns = 0, wrap_ns = 0, recipe_ns = 0,
+                  recipe_kernel_ns = 0, remat_recipe_ns = 0, remat_kernel_ns = 0;
 };
 inline profile_counters prof;
-//! Per operator: calls and the calling thread's CPU ns inside its kernel (off unless
-//! _dtr_torch.profile_ops(True): a clock_gettime pair per operator).
+//! Per operator: calls, the calling thread's CPU ns inside its kernel, and the same two for
+//! its rematerializations (off unless _dtr_torch.profile_ops(True): a clock_gettime pair per
+//! operator). While it is on, the counters above read the thread's CPU clock too (wall time
+//! otherwise), so that both are comparable with the bench's step_cpu_ratio.
+struct op_profile {
+    std::uint64_t calls = 0, ns = 0, remats = 0, remat_ns = 0;
+};
 inline bool prof_ops = false;
-inline std::unordered_map<std::string, std::pair<std::uint64_t, std::uint64_t>> prof_by_op;
+inline std::unordered_map<std::string, op_profile> prof_by_op;
 inline std::uint64_t thread_cpu_ns() {
     timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull +
            static_cast<std::uint64_t>(ts.tv_nsec);
 }
-inline void boxed_call(const c10::OperatorHandle& op, torch::jit::Stack* s) {
+inline std::uint64_t steady_ns() {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::steady_clock::now().time_since_epoch())
+                                          .count());
+}
+inline std::uint64_t prof_now() { return prof_ops ? thread_cpu_ns() : steady_ns(); }
+inline void boxed_call(const c10::OperatorHandle& op, torch::jit::Stack* s, bool remat = false) {
     if (!prof_ops) {
         op.callBoxed(s);
         return;
     }
     const std::uint64_t t0 = thread_cpu_ns();
     op.callBoxed(s);
+    const std::uint64_t dt = thread_cpu_ns() - t0;
     auto& e =
         prof_by_op[op.schema().name() +
                    (op.schema().overload_name().empty() ? "" : "." + op.schema().overload_name())];
-    ++e.first;
-    e.second += thread_cpu_ns() - t0;
+    ++e.calls;
+    e.ns += dt;
+    if (remat) {
+        ++e.remats;
+        e.remat_ns += dt;
+    }
 }
 struct scoped_ns {
     std::uint64_t& into;
-    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
-    ~scoped_ns() {
-        into += static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                               std::chrono::steady_clock::now() - start)
-                                               .count());
-    }
+    std::uint64_t start = prof_now();
+    ~scoped_ns() { into += prof_now() - start; }
 };
 
 // ---------------------------------------------------------------------------------------
@@ -275,6 +293,25 @@ struct block_table {
     bool has_pending = false;
     std::size_t adopted = 0;
     std::size_t fresh = 0;
+    //! Operator costs on the calling thread's CPU clock instead of wall time (Bridge
+    //! set_cost_clock): with one torch thread the kernels run on it, and another process
+    //! taking the core does not inflate a cost.
+    bool cpu_costs = false;
+    //! Released storages that a live recipe still reads stay resident (evictable) instead of
+    //! being evicted at once (Bridge set_park_released): the bridge keeps their last handle
+    //! here until no recipe reads them (storage_ref::readers), so that the policy, not the
+    //! release, decides when they go. See bridge::sweep_parked. Only outside backward
+    //! (backward's released temporaries, partial gradient sums, are not read again), and only
+    //! once the budget has bound (the runtime has searched for a victim): where everything
+    //! fits, an eager eviction costs nothing, and a parked storage would only add pressure.
+    bool park_released = false;
+    bool in_backward = false; //!< backward's releases are not parked (bridge::set_in_backward)
+    struct parked_handle {
+        dtr::tensor handle;
+        std::shared_ptr<std::size_t> readers;
+    };
+    std::vector<parked_handle> parked;
+    std::size_t parked_total = 0;
 };
 
 class torch_backend {
@@ -325,7 +362,10 @@ public:
 
     template <class Body>
     dtr::cost_t execute(Body&& body) {
-        return dtr::wall_time_of(std::forward<Body>(body));
+        if (!table_->cpu_costs) return dtr::wall_time_of(std::forward<Body>(body));
+        const std::uint64_t t0 = thread_cpu_ns();
+        body();
+        return static_cast<dtr::cost_t>(thread_cpu_ns() - t0);
     }
 
     block_table& table() noexcept { return *table_; }
@@ -385,6 +425,7 @@ class runtime_impl final : public runtime_iface {
 public:
     runtime_impl(dtr::runtime_options opts, std::shared_ptr<block_table> table)
         : table_(table), rt_(opts, torch_backend(table)) {}
+    ~runtime_impl() override { table_->parked.clear(); } // while the runtime still lives
 
     std::vector<dtr::tensor> call(recipe_op op, std::span<const dtr::tensor> inputs,
                                   std::size_t outputs, std::vector<std::uint32_t> mutates,
@@ -453,12 +494,17 @@ std::unique_ptr<runtime_iface> make_runtime(const std::string& name, dtr::runtim
     if (name == h::dtr_local::name)
         return std::make_unique<runtime_impl<h::dtr_local>>(opts, table);
     if (name == h::dtr_held::name) return std::make_unique<runtime_impl<h::dtr_held>>(opts, table);
+    if (name == h::dtr_held_bounded::name)
+        return std::make_unique<runtime_impl<h::dtr_held_bounded>>(opts, table);
+    using eqclass_indexed = dtr::search::indexed<h::dtr_eqclass>;
+    if (name == eqclass_indexed::name)
+        return std::make_unique<runtime_impl<eqclass_indexed>>(opts, table);
     if (name == h::lru::name) return std::make_unique<runtime_impl<h::lru>>(opts, table);
     if (name == h::largest::name) return std::make_unique<runtime_impl<h::largest>>(opts, table);
     if (name == h::msps::name) return std::make_unique<runtime_impl<h::msps>>(opts, table);
     throw std::invalid_argument("dtr_torch: unknown heuristic '" + name +
-                                "' (the bridge offers dtr_eqclass, dtr, dtr_local, dtr_held, lru, "
-                                "largest, msps)");
+                                "' (the bridge offers dtr_eqclass, dtr, dtr_local, dtr_held, "
+                                "dtr_held_bounded, indexed:dtr_eqclass, lru, largest, msps)");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -613,6 +659,7 @@ void fill_stack(torch::jit::Stack& s, const std::vector<arg_slot>& slots,
 }
 
 void recipe::run(context_t& ctx) {
+    scoped_ns run_timer{ctx.rematerializing() ? prof.remat_recipe_ns : prof.recipe_ns};
     c10::impl::ExcludeDispatchKeyGuard no_python(
         c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
     at::AutoDispatchBelowADInplaceOrView below;
@@ -654,8 +701,11 @@ void recipe::run(context_t& ctx) {
     } restore_rng{generator, saved_state};
 
     {
-        scoped_ns t{prof.kernel_ns};
-        boxed_call(*op, &s);
+        const std::uint64_t k0 = prof_now();
+        boxed_call(*op, &s, ctx.rematerializing());
+        const std::uint64_t kdt = prof_now() - k0;
+        prof.kernel_ns += kdt;
+        (ctx.rematerializing() ? prof.remat_kernel_ns : prof.recipe_kernel_ns) += kdt;
     }
 
     // Outputs, in return order; undefined results still occupy an (empty) output.
@@ -793,6 +843,24 @@ struct storage_ref {
     void new_version() { readers = std::make_shared<std::size_t>(0); }
 
     std::size_t nbytes() const { return handle.size(); }
+
+    //! Drops this reference's handle, or parks it (block_table::park_released) when it is
+    //! the storage's last one, the storage is computed and a live recipe reads this version.
+    static void release(runtime_iface& rt, dtr::tensor h, const std::shared_ptr<std::size_t>& r) {
+        block_table& t = rt.table();
+        if (t.park_released && !t.in_backward && h && !h.orphaned() && h.use_count() == 1 &&
+            *r != 0 && rt.stats().victim_searches != 0 && rt.is_rematerializable(h) &&
+            rt.is_resident(h)) {
+            t.parked.push_back({std::move(h), r});
+            ++t.parked_total;
+        }
+    }
+    storage_ref() = default;
+    storage_ref(const storage_ref&) = delete;
+    storage_ref& operator=(const storage_ref&) = delete;
+    ~storage_ref() {
+        if (rt && handle) release(*rt, std::move(handle), readers);
+    }
 };
 
 using ref_ptr = std::shared_ptr<storage_ref>;
@@ -800,7 +868,8 @@ using ref_ptr = std::shared_ptr<storage_ref>;
 class bridge {
 public:
     bridge(std::size_t budget, const std::string& heuristic, const std::string& device,
-           py::object wrapper_factory, py::object oom_type, py::object thrash_type)
+           py::object wrapper_factory, py::object oom_type, py::object thrash_type,
+           const std::string& restore, const std::string& dealloc)
         : table_(std::make_shared<block_table>()),
           make_wrapper_(std::move(wrapper_factory)),
           oom_type_(std::move(oom_type)),
@@ -819,6 +888,16 @@ public:
         // not rewrite out of place or run on an unread constant, below) write into the old
         // version's block when nothing else holds it, instead of a copy.
         o.in_place = dtr::in_place_writes::reuse_when_unshared;
+        if (restore == "hold")
+            o.restore = dtr::restore_pins::hold;
+        else if (restore != "yield_when_full")
+            throw std::invalid_argument(
+                "dtr_torch: restore must be yield_when_full or hold, not '" + restore + "'");
+        if (dealloc == "banish")
+            o.dealloc = dtr::dealloc_policy::banish;
+        else if (dealloc != "eager_evict")
+            throw std::invalid_argument("dtr_torch: dealloc must be eager_evict or banish, not '" +
+                                        dealloc + "'");
         rt_ = std::shared_ptr<runtime_iface>(make_runtime(heuristic, o, table_));
         py_device_ = py::reinterpret_steal<py::object>(THPDevice_New(table_->device));
     }
@@ -936,6 +1015,7 @@ public:
     //! what the bridge cannot express.
     py::object dispatch(const op_info& info, py::tuple args, py::dict kwargs) {
         scoped_ns t{prof.dispatch_ns};
+        if (!table_->parked.empty() && ++sweep_tick_ % 32 == 0) sweep_parked();
         try {
             return dispatch_impl(info, std::move(args), std::move(kwargs));
         } catch (const dtr::out_of_memory& e) {
@@ -1058,10 +1138,39 @@ public:
     }
     std::size_t readers(const ref_ptr& ref) const { return *ref->readers; }
 
+    //! Drops the parked handles (block_table::park_released) of storages no live recipe reads
+    //! any more: they are released as the program released them (evicted, or freed when
+    //! nothing depends on them). Run every 32 dispatches, outside any runtime operation.
+    //! Latest first: a release can free records, and so the readers of storages parked
+    //! before it, which the same pass then reaches (a chain of parked storages goes at once).
+    void sweep_parked() {
+        auto& v = table_->parked;
+        for (std::size_t i = v.size(); i-- > 0;) {
+            if (i >= v.size() || *v[i].readers != 0) continue;
+            block_table::parked_handle drop = std::move(v[i]);
+            if (i + 1 != v.size()) v[i] = std::move(v.back());
+            v.pop_back();
+            drop.handle.reset(); // may free records: readers of earlier entries drop
+        }
+    }
+    void set_park_released(bool on) {
+        table_->park_released = on;
+        if (!on) table_->parked.clear();
+    }
+    void set_cost_clock(const std::string& clock) {
+        if (clock != "wall" && clock != "thread_cpu")
+            throw std::invalid_argument("dtr_torch: cost_clock must be wall or thread_cpu, not '" +
+                                        clock + "'");
+        table_->cpu_costs = clock == "thread_cpu";
+    }
+
     runtime_iface& rt() { return *rt_; }
     //! Inside loss.backward() / autograd.grad, grad mode is off but what runs is the backward
     //! graph: its results stay rematerializable (no eager constants, no promotion).
-    void set_in_backward(bool b) { in_backward_ = b; }
+    void set_in_backward(bool b) {
+        in_backward_ = b;
+        table_->in_backward = b;
+    }
     void set_deterministic_costs(bool b) { deterministic_costs_ = b; }
     void set_inplace_rewrite(bool b) { inplace_rewrite_disabled_ = !b; }
     std::size_t inplace_rewrites() const { return inplace_rewrites_; }
@@ -1109,6 +1218,7 @@ private:
     std::size_t max_op_bytes_ = 0;
     std::string max_op_name_;
     std::size_t calls_ = 0;
+    std::size_t sweep_tick_ = 0;
 };
 
 void bridge::follow_mutation(const ref_ptr& ref) {
@@ -1352,7 +1462,8 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
             if (self_constant && !is_constant(oref))
                 unsupported(info.name +
                             ": out-of-place form of a constant's update is not a constant");
-            self.ref->handle = oref->handle;
+            storage_ref::release(*rt_, std::exchange(self.ref->handle, oref->handle),
+                                 self.ref->readers);
             self.ref->new_version();
             ++inplace_rewrites_;
             if (!self.ref->plains.empty()) follow_mutation(self.ref);
@@ -1617,9 +1728,10 @@ PYBIND11_MODULE(_dtr_torch, m) {
 
     py::class_<bridge>(m, "Bridge")
         .def(py::init<std::size_t, const std::string&, const std::string&, py::object, py::object,
-                      py::object>(),
+                      py::object, const std::string&, const std::string&>(),
              py::arg("budget"), py::arg("heuristic"), py::arg("device"), py::arg("wrapper_factory"),
-             py::arg("oom_type"), py::arg("thrash_type"))
+             py::arg("oom_type"), py::arg("thrash_type"), py::arg("restore") = "yield_when_full",
+             py::arg("dealloc") = "eager_evict")
         .def_property_readonly("id", &bridge::id)
         .def("dispatch", &bridge::dispatch)
         .def("adopt", [](bridge& b, py::object t) { return b.adopt(THPVariable_Unpack(t.ptr())); })
@@ -1640,6 +1752,9 @@ PYBIND11_MODULE(_dtr_torch, m) {
         .def("set_in_backward", &bridge::set_in_backward)
         .def("set_deterministic_costs", &bridge::set_deterministic_costs)
         .def("set_inplace_rewrite", &bridge::set_inplace_rewrite)
+        .def("set_park_released", &bridge::set_park_released)
+        .def("set_cost_clock", &bridge::set_cost_clock)
+        .def("sweep_parked", &bridge::sweep_parked)
         .def("set_leaf_callback", &bridge::set_leaf_callback)
         .def("leaf_grads", [](bridge& b) { return b.leaf_grads(false); })
         .def("leaf_grad_pairs", [](bridge& b) { return b.leaf_grads(true); })
@@ -1692,6 +1807,9 @@ PYBIND11_MODULE(_dtr_torch, m) {
             d["adopted_outputs"] = b.rt().table().adopted;
             d["fresh_blocks"] = b.rt().table().fresh;
             d["blocks"] = b.rt().table().blocks.size();
+            d["parked"] = b.rt().table().parked.size();
+            d["parked_total"] = b.rt().table().parked_total;
+            d["pin_yields"] = c.pin_yields;
             return d;
         });
 
@@ -1714,6 +1832,11 @@ PYBIND11_MODULE(_dtr_torch, m) {
         d["stack_ns"] = prof.stack_ns;
         d["runtime_call_ns"] = prof.runtime_call_ns;
         d["wrap_ns"] = prof.wrap_ns;
+        d["recipe_ns"] = prof.recipe_ns;
+        d["recipe_kernel_ns"] = prof.recipe_kernel_ns;
+        d["remat_recipe_ns"] = prof.remat_recipe_ns;
+        d["remat_kernel_ns"] = prof.remat_kernel_ns;
+        d["clock"] = prof_ops ? "thread_cpu" : "wall";
         return d;
     });
     m.def("reset_profile", [] {
@@ -1723,7 +1846,8 @@ PYBIND11_MODULE(_dtr_torch, m) {
     m.def("profile_ops", [](bool on) { prof_ops = on; });
     m.def("profile_by_op", [] {
         py::dict d;
-        for (auto& [k, v] : prof_by_op) d[py::str(k)] = py::make_tuple(v.first, v.second);
+        for (auto& [k, v] : prof_by_op)
+            d[py::str(k)] = py::make_tuple(v.calls, v.ns, v.remats, v.remat_ns);
         return d;
     });
     m.def("reset_allocator_peak", [] { cpu_counter().reset_peak(); });

@@ -6,6 +6,12 @@ each pair's wall-time and thread-CPU-time ratios and their medians (with one tor
 kernels run on the calling thread: the CPU ratio is the one to read on a loaded machine).
 
     python3 examples/torch/overhead.py --model torchvision:resnet50 --batch 32 --size 128 --pairs 4
+
+With --ratio R < 1 the bridged copy trains under a budget of R x the runtime peak of an
+unlimited run of --ref-steps steps first (dtr_torch.bench's reference: 3 steps), with the
+runtime options given (--heuristic, --cost-clock, --park-released, --restore): the same
+interleaving for a budgeted run, whose CPU ratio is then compared with plain PyTorch's
+neighbouring steps rather than with a plain run minutes earlier.
 """
 
 import argparse
@@ -27,6 +33,12 @@ def main():
     p.add_argument("--classes", type=int, default=10)
     p.add_argument("--pairs", type=int, default=4)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--ratio", type=float, default=1.0)
+    p.add_argument("--ref-steps", type=int, default=3)
+    p.add_argument("--heuristic", default="dtr_eqclass")
+    p.add_argument("--cost-clock", choices=("wall", "thread_cpu"), default="wall")
+    p.add_argument("--park-released", action="store_true")
+    p.add_argument("--restore", choices=("yield_when_full", "hold"), default="yield_when_full")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     factory = _load_factory(a.model, a.size, a.classes)
@@ -36,8 +48,25 @@ def main():
         m, inputs, loss_fn = factory(a.batch)
         return m, inputs, loss_fn, torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
 
+    budget = None
+    if a.ratio < 1.0:
+        ref_rt = dtr_torch.Runtime(heuristic=a.heuristic)
+        ref = setup()
+        with ref_rt:
+            for _ in range(a.ref_steps):
+                m, inputs, loss_fn, opt = ref
+                opt.zero_grad(set_to_none=True)
+                loss_fn(m(*inputs)).backward()
+                opt.step()
+        peak = ref_rt.stats()["peak_resident_bytes"]
+        del ref, ref_rt
+        budget = int(a.ratio * peak)
+        print(f"unlimited runtime peak over {a.ref_steps} steps {peak / 2**20:.1f} MiB; budget "
+              f"{a.ratio} x that = {budget / 2**20:.1f} MiB; heuristic {a.heuristic}, cost clock "
+              f"{a.cost_clock}, park released {a.park_released}, restore {a.restore}", flush=True)
     plain, bridged = setup(), setup()
-    rt = dtr_torch.Runtime()
+    rt = dtr_torch.Runtime(budget=budget, heuristic=a.heuristic, cost_clock=a.cost_clock,
+                           park_released=a.park_released, restore=a.restore)
 
     def step(s):
         m, inputs, loss_fn, opt = s
@@ -73,9 +102,12 @@ def main():
             print(f"pair {i}: plain {tp * 1e3:.0f} ms (CPU {cp * 1e3:.0f}), bridge {tb * 1e3:.0f} ms "
                   f"(CPU {cb * 1e3:.0f}), ratio {tb / tp:.3f} (CPU {cb / cp:.3f})", flush=True)
     same = all(torch.equal(x, y) for x, y in zip(plain[0].parameters(), bridged[0].parameters()))
-    print(f"{a.model} batch {a.batch}: median ratio {statistics.median(ratios):.3f} "
+    st = rt.stats()
+    print(f"{a.model} batch {a.batch} ratio {a.ratio}: median ratio {statistics.median(ratios):.3f} "
           f"(CPU {statistics.median(cpu_ratios):.3f}) over {a.pairs} pairs; "
-          f"parameters bit-identical after {a.pairs + 1} steps: {same}; calls {rt.stats()['calls']}")
+          f"parameters bit-identical after {a.pairs + 1} steps: {same}; calls {st['calls']}, "
+          f"remats {st['rematerializations']}, evictions {st['evictions']}, runtime peak "
+          f"{st['peak_resident_bytes'] / 2**20:.1f} MiB")
     return 0
 
 

@@ -23,7 +23,9 @@ def main(argv):
     for f in sorted(glob.glob(os.path.join(res, "*.json"))):
         name = os.path.basename(f)[:-5]
         for r in json.load(open(f)):
-            rows.append((name, r))
+            if "status" not in r:  # not a bench row (remat_profile.py's breakdowns)
+                continue
+            rows.append((name + (f" [{r['config']}]" if "config" in r else ""), r))
     print("| run | ratio | budget MiB | status | wall × plain | CPU × plain | runtime peak MiB | allocator peak MiB | plain peak MiB | remats | evictions | bit-identical | f | f with grads |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, r in rows:
@@ -42,6 +44,9 @@ def main(argv):
         fig, ax = plt.subplots(figsize=(7, 4.5))
         by = {}
         for name, r in rows:
+            # the side studies (configurations compared, the 50x remat-limit floors) stay out
+            if "compare" in name or "tf50" in name:
+                continue
             if r["status"] == "ok" and not r.get("floor"):
                 # the thread's CPU time: the wall time on this shared machine is mostly load
                 y = r.get("step_cpu_ratio") or r["step_time_ratio"]

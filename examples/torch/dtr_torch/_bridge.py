@@ -202,8 +202,8 @@ class Runtime:
     """A dtr::runtime that executes PyTorch's operators inside ``with``.
 
     budget:      hard limit on the bytes of the storages the runtime manages (None: no limit)
-    heuristic:   eviction policy by name (dtr_eqclass, dtr, dtr_local, dtr_held, lru,
-                 largest, msps)
+    heuristic:   eviction policy by name (dtr_eqclass, dtr, dtr_local, dtr_held,
+                 dtr_held_bounded, lru, largest, msps)
     device:      where tensors live ("cpu"; "cuda" with a CUDA build of PyTorch)
     remat_limit: total rematerialization time (ns) after which operators fail with
                  ThrashingError (None: no limit)
@@ -212,16 +212,30 @@ class Runtime:
                  tight budget fits, do not depend on the machine's timing (tests)
     inplace_rewrite: run eligible in-place operators in their out-of-place form instead of
                  copy-on-write (the same bytes, no copy; docs/torch.md)
+    cost_clock:  what an operator's recorded cost measures: "wall" (the default; right where
+                 kernels run on other threads or a device) or "thread_cpu" (the calling
+                 thread's CPU time: with one torch thread on a CPU, the kernel's own time,
+                 which other processes on the machine do not inflate)
+    park_released: a storage the program releases while a recorded operator still reads it
+                 stays resident, evictable, until the policy evicts it or no record reads it
+                 (instead of being evicted at once, dtr::dealloc_policy::eager_evict);
+                 more resident bytes without a budget, the policy's choice under one
+    restore:     runtime_options::restore: "yield_when_full" (default) or "hold"
+    dealloc:     runtime_options::dealloc: "eager_evict" (default) or "banish"
     """
 
     def __init__(self, budget: Optional[int] = None, heuristic: str = "dtr_eqclass",
                  device: str = "cpu", remat_limit: Optional[float] = None,
-                 deterministic_costs: bool = False, inplace_rewrite: bool = True):
+                 deterministic_costs: bool = False, inplace_rewrite: bool = True,
+                 cost_clock: str = "wall", park_released: bool = False,
+                 restore: str = "yield_when_full", dealloc: str = "eager_evict"):
         b = (1 << 64) - 1 if budget is None else int(budget)
         if b <= 0:
             raise ValueError(f"dtr_torch.Runtime: budget must be positive, got {budget}")
         self._bridge = _ext.Bridge(b, heuristic, device, self._make_wrapper, OutOfMemoryError,
-                                   ThrashingError)
+                                   ThrashingError, restore, dealloc)
+        self._bridge.set_cost_clock(cost_clock)
+        self._bridge.set_park_released(bool(park_released))
         if remat_limit is not None:
             self._bridge.set_remat_limit(float(remat_limit))
         self._bridge.set_deterministic_costs(bool(deterministic_costs))

@@ -3,6 +3,7 @@
 
     python3 -m dtr_torch.bench --model SPEC --batch B --steps N --ratios 1,0.5,0.33,0.25
         [--heuristic H] [--find-floor] [--json FILE] [--size S] [--classes C]
+        [--cost-clock wall|thread_cpu] [--park-released] [--restore yield_when_full|hold]
 
 SPEC is ``torchvision:NAME`` (any torchvision classifier, random weights, ``--size`` x
 ``--size`` images, ``--classes`` classes), ``FILE.py:FACTORY`` where ``FACTORY(batch)``
@@ -17,6 +18,10 @@ median step time relative to plain PyTorch (after a warm-up step), recomputation
 evictions, whether loss, gradients and parameters after the last step are bit-identical to
 plain PyTorch (``torch.equal``), and the physical floor f = (parameters + optimizer state +
 the largest single operator's inputs and outputs) / unlimited peak.
+
+The reference (unlimited) run uses the runtime's defaults but for the heuristic: with
+``--park-released`` an unlimited run would keep released storages resident, so its peak would
+be no reference; the budgets in bytes are the same with and without the options.
 """
 
 from __future__ import annotations
@@ -160,6 +165,10 @@ def _row(model: str, ratio: float, budget: int, plain: _Run, peak: int, floor,
         row["runtime_peak_bytes"] = run.stats["peak_resident_bytes"]
         row["remats"] = run.stats["rematerializations"]
         row["evictions"] = run.stats["evictions"]
+        row["eager_evictions"] = run.stats["eager_evictions"]
+        row["remat_cost_ns"] = run.stats["remat_cost_ns"]
+        row["victim_search_ns"] = run.stats["victim_search_ns"]
+        row["heuristic_evaluations"] = run.stats["heuristic_evaluations"]
     if status == "ok":
         row["bit_identical"] = _identical(plain, run)
         row["step_time_ratio"] = _median_after_warmup(run.times) / _median_after_warmup(plain.times)
@@ -173,11 +182,21 @@ def _row(model: str, ratio: float, budget: int, plain: _Run, peak: int, floor,
 
 
 def _attempt(args, factory, ratio: float, peak: int, plain: _Run, floor: float) -> Tuple[dict, Optional[_Run]]:
+    row, run = _attempt_once(args, factory, ratio, peak, plain, floor)
+    row.update(heuristic=args.heuristic, cost_clock=args.cost_clock, park_released=args.park_released,
+               restore=args.restore, thrash_factor=args.thrash_factor)
+    return row, run
+
+
+def _attempt_once(args, factory, ratio: float, peak: int, plain: _Run, floor: float) -> Tuple[dict, Optional[_Run]]:
     import dtr_torch
     budget = max(1, int(ratio * peak))
-    plain_total_ns = sum(plain.times) * 1e9
+    # the limit on the clock the costs are measured on
+    plain_total_ns = sum(plain.cpu_times if args.cost_clock == "thread_cpu" else plain.times) * 1e9
     rt = dtr_torch.Runtime(budget=budget, heuristic=args.heuristic,
-                           remat_limit=args.thrash_factor * plain_total_ns)
+                           remat_limit=args.thrash_factor * plain_total_ns,
+                           cost_clock=args.cost_clock, park_released=args.park_released,
+                           restore=args.restore)
     run = _Run()
     try:
         run = _train(factory, args.batch, args.steps, args.seed, args.optimizer, rt)
@@ -229,7 +248,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (fixed for comparability)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--thrash-factor", type=float, default=4.0,
-                   help="status thrash when rematerialization time exceeds this many times the plain run's")
+                   help="status thrash when rematerialization time exceeds this many times the plain run's "
+                   "(all its steps; wall time, or CPU time under --cost-clock thread_cpu)")
+    p.add_argument("--cost-clock", choices=("wall", "thread_cpu"), default="wall",
+                   help="operator costs as wall time or the calling thread's CPU time (dtr_torch.Runtime)")
+    p.add_argument("--park-released", action="store_true",
+                   help="released storages that records still read stay resident until evicted (dtr_torch.Runtime)")
+    p.add_argument("--restore", choices=("yield_when_full", "hold"), default="yield_when_full",
+                   help="runtime_options::restore")
     a = p.parse_args(argv)
     try:
         ratios = [float(x) for x in a.ratios.split(",") if x.strip()]
@@ -252,7 +278,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     # what the last step's end of backward must hold besides: the gradients (f leaves them out)
     floor_grads = (floor_bytes + unlimited.param_bytes) / peak
     print(f"# {a.model} batch {a.batch} steps {a.steps} heuristic {a.heuristic} threads {a.threads} "
-          f"optimizer {a.optimizer}")
+          f"optimizer {a.optimizer} cost-clock {a.cost_clock} park-released {'yes' if a.park_released else 'no'} "
+          f"restore {a.restore} thrash-factor {a.thrash_factor:g}")
     print(f"# plain: median step {_median_after_warmup(plain.times) * 1e3:.1f} ms "
           f"(CPU {_median_after_warmup(plain.cpu_times) * 1e3:.1f} ms), allocator peak "
           f"{_fmt_bytes(plain.alloc_peak)}; unlimited runtime: peak {_fmt_bytes(peak)}, step "

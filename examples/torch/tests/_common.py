@@ -94,10 +94,12 @@ def peak_of(make, steps, opt="sgd"):
     return st["peak_resident_bytes"], params + state + st["max_op_bytes"]
 
 
-def check_model(name, make, steps=2, opt="sgd", floor_multiples=(2.8, 2.2), heuristic="dtr_eqclass"):
+def check_model(name, make, steps=2, opt="sgd", floor_multiples=(2.8, 2.2), heuristic="dtr_eqclass",
+                **runtime_options):
     """Train `make` in plain PyTorch, then through the bridge at ratio 1.0 and at budgets of
     the given multiples of the physical floor; every run must be bit-identical, stay under its
-    budget, and (below the peak) evict and recompute."""
+    budget, and (below the peak) evict and recompute. `runtime_options` go to dtr_torch.Runtime
+    (deterministic costs unless they say otherwise)."""
     import time
     t0 = time.time()
     ref = train(make, steps, opt=opt)
@@ -106,7 +108,8 @@ def check_model(name, make, steps=2, opt="sgd", floor_multiples=(2.8, 2.2), heur
     print(f"{name} ({opt}): peak {peak}, physical floor {floor} = {floor / peak:.2f} of the peak")
     for label, budget in budgets:
         assert budget <= peak, f"{name}: {label} = {budget} is above the peak {peak}: activations do not dominate"
-        rt = dtr_torch.Runtime(deterministic_costs=True, budget=budget, heuristic=heuristic)
+        rt = dtr_torch.Runtime(budget=budget, **{"deterministic_costs": True, "heuristic": heuristic,
+                                                 **runtime_options})
         got = train(make, steps, rt, opt=opt)
         st = rt.stats()
         assert_identical(ref, got, f"{name} at {label}")

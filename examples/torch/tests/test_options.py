@@ -1,0 +1,36 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The bridge's runtime options on the narrow residual network, each at ratio 1.0 and two
+budgets in multiples of its physical floor, bit-identical to plain PyTorch: released storages
+parked (park_released), the policies added to the bridge (dtr_held_bounded,
+indexed:dtr_eqclass), restore_pins::hold, and costs on the thread's CPU clock (measured, so
+the evictions vary from run to run; the values may not)."""
+
+import sys
+
+import dtr_torch
+from _common import check_model, peak_of, train
+from dtr_torch import models
+
+
+def main():
+    make = lambda: models.make_resnet(batch=4, size=32, width=8, blocks=4)  # noqa: E731
+    check_model("narrow resnet, park_released", make, park_released=True)
+    check_model("narrow resnet, dtr_held_bounded, park_released", make, heuristic="dtr_held_bounded",
+                park_released=True)
+    check_model("narrow resnet, indexed:dtr_eqclass", make, heuristic="indexed:dtr_eqclass")
+    check_model("narrow resnet, restore hold", make, restore="hold")
+    check_model("narrow resnet, thread_cpu costs", make, deterministic_costs=False, cost_clock="thread_cpu")
+    # parking happens (once the budget binds), and never at ratio 1.0
+    peak, floor = peak_of(make, 2)
+    for budget, expect in ((peak, False), (int(2.2 * floor), True)):
+        rt = dtr_torch.Runtime(budget=budget, deterministic_costs=True, park_released=True)
+        train(make, 2, rt)
+        st = rt.stats()
+        assert (st["parked_total"] > 0) == expect and st["peak_resident_bytes"] <= budget, (budget, st)
+        print(f"  park_released at budget {budget}: {st['parked_total']} storages parked, "
+              f"{st['rematerializations']} remats")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
