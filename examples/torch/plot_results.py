@@ -51,9 +51,13 @@ def main(argv):
                 # the thread's CPU time: the wall time on this shared machine is mostly load
                 y = r.get("step_cpu_ratio") or r["step_time_ratio"]
                 by.setdefault(name, []).append((r["ratio"], y))
-        for name, pts in by.items():
+        colors = plt.get_cmap("tab20").colors
+        for i, (name, pts) in enumerate(by.items()):
             pts.sort()
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+            # other configurations of a model (parked, another policy) dashed
+            style = "--" if ("parked" in name or "dtr_held" in name) else "-"
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name,
+                    color=colors[i % len(colors)], linestyle=style)
         ax.set_xlabel("budget / unlimited runtime peak")
         ax.set_ylabel("median step CPU time / plain PyTorch")
         ax.invert_xaxis()

@@ -28,3 +28,29 @@ b resnet50-b16-2f --model torchvision:resnet50 --batch 16 --size 128 --steps "$s
 b gpt-6x256-b8-2f --model gpt --batch 8 --steps 2 --ratios 1,0.42
 # densenet121 at 0.33 under dtr_held, the policy that recomputes least on the replayed logs.
 b densenet121-b16-dtr_held --model torchvision:densenet121 --batch 16 --size 128 --steps "$steps" --ratios 1,0.33 --heuristic dtr_held
+# Issue 12 item 3, densenet121 b16 at 0.33: where the time goes (the default configuration and
+# parked released storages with dtr_held_bounded and CPU-clock costs), the two configurations
+# against one plain run, interleaved with plain steps, and the bench with the parked one.
+park="--cost-clock thread_cpu --park-released --heuristic dtr_held_bounded"
+dn="--model torchvision:densenet121 --batch 16 --size 128"
+"$py" -W ignore "$here/remat_profile.py" $dn --steps 3 --ratios 1,0.33 --json "$out/densenet121-b16-profile-default.json" | tee "$out/densenet121-b16-profile-default.txt"
+"$py" -W ignore "$here/remat_profile.py" $dn --steps 3 --ratios 1,0.33 $park --json "$out/densenet121-b16-profile-parked.json" | tee "$out/densenet121-b16-profile-parked.txt"
+"$py" -W ignore "$here/overhead.py" $dn --pairs 4 --ratio 0.33 | tee "$out/densenet121-b16-0.33-interleaved-default.txt"
+"$py" -W ignore "$here/overhead.py" $dn --pairs 4 --ratio 0.33 $park | tee "$out/densenet121-b16-0.33-interleaved-parked.txt"
+"$py" -W ignore "$here/compare_configs.py" $dn --steps 3 --ratios 1,0.33,0.25 --rounds 1 --config "default:" \
+    --config "parked:$park" --json "$out/densenet121-b16-compare.json" | tee "$out/densenet121-b16-compare.txt"
+# The levers table of docs/results.md (densenet121-b16-0.33-levers-interleaved-*.txt): the same
+# overhead.py line with the flags each "###" line names, one run each, before parking was gated
+# on the budget having bound; densenet121-b16-profile-parked-in-backward-eqclass.txt: remat_profile.py
+# --ratios 0.33 --park-released with an extension that also parked backward's releases.
+b densenet121-b16-parked $dn --steps "$steps" --ratios $all --find-floor --floor-iters 4 $park
+b treelstm-b4-parked --model treelstm --batch 4 --steps "$steps" --ratios 1,0.906 --find-floor --floor-iters 3 $park
+b resnet50-b16-parked --model torchvision:resnet50 --batch 16 --size 128 --steps "$steps" --ratios 1,0.531 $park
+# The floors with a remat-time limit of 50x the plain run's CPU time (the default policy), at
+# 1.25 f and near the floors above; the GPT also with one step (its own f: another peak).
+tf50="--thrash-factor 50 --cost-clock thread_cpu"
+b treelstm-b4-tf50 --model treelstm --batch 4 --steps 3 --ratios 0.84,0.875,0.906 $tf50
+b resnet50-b16-tf50 --model torchvision:resnet50 --batch 16 --size 128 --steps 2 --ratios 0.435,0.5 $tf50
+b densenet121-b16-tf50 $dn --steps 2 --ratios 0.179,0.219 $tf50
+b gpt-6x256-b8-1step-tf50 --model gpt --batch 8 --steps 1 --ratios 0.2625 $tf50
+b gpt-6x256-b8-tf50 --model gpt --batch 8 --steps 2 --ratios 0.2625 $tf50
