@@ -53,4 +53,5 @@ b treelstm-b4-tf50 --model treelstm --batch 4 --steps 3 --ratios 0.84,0.875,0.90
 b resnet50-b16-tf50 --model torchvision:resnet50 --batch 16 --size 128 --steps 2 --ratios 0.435,0.5 $tf50
 b densenet121-b16-tf50 $dn --steps 2 --ratios 0.179,0.219 $tf50
 b gpt-6x256-b8-1step-tf50 --model gpt --batch 8 --steps 1 --ratios 0.2625 $tf50
+# (run once here and stopped by hand after 11 minutes of CPU: gpt-6x256-b8-tf50-unfinished.txt)
 b gpt-6x256-b8-tf50 --model gpt --batch 8 --steps 2 --ratios 0.2625 $tf50
