@@ -93,6 +93,10 @@ private:
     };
 
     void execute(op& o, bool remat, std::optional<cost_t> supplied);
+    //! The buffers of the new versions of the storages `o` mutates: copy-on-write targets,
+    //! or the old version's own block where runtime_options::in_place allows it. Throws:
+    //! as allocating; the buffers taken so far are the caller's to free (discard).
+    void prepare_versions(op& o, bool remat);
     //! Whether the new version of `old`, an input storage `o` mutates, may be written in
     //! old's own block (runtime_options::in_place).
     [[nodiscard]] bool may_reuse(const op& o, const storage& old) const noexcept;
@@ -157,28 +161,7 @@ void execution<Rt, Backend, Meta>::execute(op& o, bool remat, std::optional<cost
     Backend& backend = rt_.backend_;
     cost_t measured = 0;
     try {
-        // New versions of mutated storages: copy-on-write targets, or the old version's own
-        // block where runtime_options::in_place allows it.
-        for (std::uint32_t k = 0; k < o.n_versions; ++k) {
-            const storage* old = o.in[o.ver[k].input].storage;
-            version_state& v = versions_[k];
-            v.bytes = old->bytes;
-            if (!remat) {
-                v.target = rt_.graph_.new_storage(old->bytes);
-                o.ver[k].storage = v.target;
-            } else if (o.ver[k].storage != nullptr &&
-                       !o.ver[k].storage->resident()) { // not if offloaded
-                v.target = o.ver[k].storage;
-            }
-            v.reuse = may_reuse(o, *old);
-            if (!v.reuse) {
-                v.ptr = rt_.memory_.allocate(old->bytes);
-                v.allocated = true;
-            }
-        }
-        // Blocks change hands only once every allocation above has succeeded.
-        for (std::uint32_t k = 0; k < o.n_versions; ++k)
-            if (versions_[k].reuse) take_block(o.in[o.ver[k].input].storage, versions_[k]);
+        if (o.n_versions != 0) prepare_versions(o, remat); // most calls mutate nothing
         for (std::uint32_t i = 0; i < o.n_inputs; ++i) {
             const edge& e = o.in[i];
             auto& b = bindings_[i];
@@ -284,6 +267,30 @@ void execution<Rt, Backend, Meta>::execute(op& o, bool remat, std::optional<cost
                             "; raise the budget (set_budget) or restart the allowance "
                             "(set_remat_limit) to go on",
                         spent);
+}
+
+template <class Rt, class Backend, class Meta>
+void execution<Rt, Backend, Meta>::prepare_versions(op& o, bool remat) {
+    for (std::uint32_t k = 0; k < o.n_versions; ++k) {
+        const storage* old = o.in[o.ver[k].input].storage;
+        version_state& v = versions_[k];
+        v.bytes = old->bytes;
+        if (!remat) {
+            v.target = rt_.graph_.new_storage(old->bytes);
+            o.ver[k].storage = v.target;
+        } else if (o.ver[k].storage != nullptr &&
+                   !o.ver[k].storage->resident()) { // not if offloaded
+            v.target = o.ver[k].storage;
+        }
+        v.reuse = may_reuse(o, *old);
+        if (!v.reuse) {
+            v.ptr = rt_.memory_.allocate(old->bytes);
+            v.allocated = true;
+        }
+    }
+    // Blocks change hands only once every allocation above has succeeded.
+    for (std::uint32_t k = 0; k < o.n_versions; ++k)
+        if (versions_[k].reuse) take_block(o.in[o.ver[k].input].storage, versions_[k]);
 }
 
 template <class Rt, class Backend, class Meta>
