@@ -135,7 +135,9 @@ concept has_storage_data = std::default_initializable<typename H::storage_data>;
 //! `score(s, ctx)`: lower means "evict first" (the cost of evicting s). The runtime's default
 //! search scans every evictable storage, keeps the last lowest score, and stops early at a
 //! score of 0, as the DTR simulator does. The search strategies (dtr/search) wrap scoring
-//! policies.
+//! policies. A policy whose score can stop early once it exceeds a bound may also offer
+//! `score(s, ctx, bound)` (dtr::bounded_scoring_heuristic, <dtr/bounded_score.hpp>); the
+//! scans then pass it their best score so far.
 template <class H>
 concept scoring_heuristic = has_storage_data<H> &&
     requires(H& h, const detail::storage_archetype<typename H::storage_data>& s,

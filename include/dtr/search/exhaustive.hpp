@@ -3,6 +3,7 @@
 //! @brief The exhaustive scan as an explicit strategy (the runtime's default search).
 #pragma once
 
+#include <dtr/bounded_score.hpp>
 #include <dtr/concepts.hpp>
 #include <dtr/search/detail/forwarding.hpp>
 
@@ -37,7 +38,7 @@ public:
         detail::last_lowest<storage> pick;
         for (storage& s : pool) {
             ctx.count_evaluation();
-            if (!pick.offer(s, static_cast<double>(this->inner_.score(s, ctx)))) break;
+            if (!pick.offer(s, score_against(this->inner_, s, ctx, pick.best_score()))) break;
         }
         return pick.best();
     }

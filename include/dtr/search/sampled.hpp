@@ -3,6 +3,7 @@
 //! @brief Sampled search: score a random sample of about sqrt(n) evictable storages.
 #pragma once
 
+#include <dtr/bounded_score.hpp>
 #include <dtr/concepts.hpp>
 #include <dtr/heuristic/detail/pool_mirror.hpp>
 #include <dtr/heuristic/detail/rng.hpp>
@@ -53,7 +54,7 @@ public:
         for (std::size_t i = 0; i < k; ++i) {
             storage& s = mirror_.template at<storage>(rng_.below(n));
             ctx.count_evaluation();
-            if (!pick.offer(s, static_cast<double>(this->inner_.score(s, ctx)))) break;
+            if (!pick.offer(s, score_against(this->inner_, s, ctx, pick.best_score()))) break;
         }
         return pick.best();
     }

@@ -3,6 +3,7 @@
 //! @brief Scan that skips small storages (under 1% of the average evictable size).
 #pragma once
 
+#include <dtr/bounded_score.hpp>
 #include <dtr/concepts.hpp>
 #include <dtr/search/detail/forwarding.hpp>
 
@@ -48,7 +49,7 @@ public:
             ctx.count_access();
             if (static_cast<double>(s.size()) < threshold) continue;
             ctx.count_evaluation();
-            if (!pick.offer(s, static_cast<double>(this->inner_.score(s, ctx)))) break;
+            if (!pick.offer(s, score_against(this->inner_, s, ctx, pick.best_score()))) break;
         }
         return pick.best() != nullptr ? pick.best() : &pool.back();
     }

@@ -73,7 +73,8 @@ struct dtr_recording {
 
 //! @brief A heuristic H that also records residency changes into a dtr_recording.
 //!
-//! Forwards score(), choose() (when H has it) and every hook H has; decisions are H's alone.
+//! Forwards score() (and its bounded form, dtr/bounded_score.hpp), choose() (when H has it)
+//! and every hook H has; decisions are H's alone.
 template <class H>
 class recording_policy {
 public:
@@ -89,6 +90,13 @@ public:
         requires requires(Inner& h, const S& s, const heuristic_context& c) { h.score(s, c); }
     double score(const S& s, const heuristic_context& c) {
         return static_cast<double>(inner_.score(s, c));
+    }
+    template <class S, class Inner = H>
+        requires requires(Inner& h, const S& s, const heuristic_context& c, double b) {
+            h.score(s, c, b);
+        }
+    double score(const S& s, const heuristic_context& c, double bound) {
+        return static_cast<double>(inner_.score(s, c, bound));
     }
     template <class Pool, class Inner = H>
         requires requires(Inner& h, Pool& p, const heuristic_context& c) { h.choose(p, c); }

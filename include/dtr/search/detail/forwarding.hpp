@@ -31,8 +31,9 @@ struct joined_name {
     static constexpr const char* value = text.data();
 };
 
-//! @brief Holds the wrapped heuristic and forwards score() and the event hooks of
-//! dtr/hooks.hpp to it (those it defines). A strategy derives from it, adds choose(), and hides the hooks it
+//! @brief Holds the wrapped heuristic and forwards score() (its bounded form too, where it
+//! has one: dtr/bounded_score.hpp) and the event hooks of dtr/hooks.hpp to it (those it
+//! defines). A strategy derives from it, adds choose(), and hides the hooks it
 //! needs to extend, calling the forwarding one first.
 //!
 //! The strategy's storage_data must derive from H::storage_data: the wrapped policy reaches
@@ -48,6 +49,14 @@ public:
     template <class Storage>
     double score(const Storage& s, const heuristic_context& ctx) {
         return static_cast<double>(inner_.score(s, ctx));
+    }
+    //! The bounded score (dtr/bounded_score.hpp), where the wrapped policy has one.
+    template <class Storage, class Inner = H>
+        requires requires(Inner& h, const Storage& s, const heuristic_context& c, double b) {
+            h.score(s, c, b);
+        }
+    double score(const Storage& s, const heuristic_context& ctx, double bound) {
+        return static_cast<double>(inner_.score(s, ctx, bound));
     }
 
     [[nodiscard]] H& inner() noexcept { return inner_; }
