@@ -367,6 +367,12 @@ public:
         body();
         return static_cast<dtr::cost_t>(thread_cpu_ns() - t0);
     }
+    //! The clock execute() measures with, so that the runtime keeps the evictions an
+    //! operator's outputs make out of its cost (dtr::cost_clock).
+    dtr::cost_t cost_clock() const noexcept {
+        return table_->cpu_costs ? static_cast<dtr::cost_t>(thread_cpu_ns())
+                                 : dtr::wall_clock_now();
+    }
 
     block_table& table() noexcept { return *table_; }
 
@@ -375,6 +381,7 @@ private:
 };
 
 static_assert(dtr::backend<torch_backend>);
+static_assert(dtr::cost_clock<torch_backend>);
 
 using context_t = dtr::op_context<torch_backend>;
 
@@ -1792,6 +1799,7 @@ PYBIND11_MODULE(_dtr_torch, m) {
             d["victim_search_ns"] = c.victim_search_ns;
             d["compute_cost_ns"] = c.compute_cost;
             d["remat_cost_ns"] = c.remat_cost;
+            d["runtime_work_in_operators_ns"] = c.runtime_work_in_operators;
             d["storages"] = b.rt().storage_count();
             d["operator_records"] = b.rt().operator_count();
             d["budget"] = b.rt().budget();

@@ -33,6 +33,9 @@ struct counters {
     std::uint64_t victim_search_ns = 0;      //!< wall time spent choosing victims
     cost_t compute_cost = 0;                 //!< total cost of first executions
     cost_t remat_cost = 0;                   //!< total cost of rematerializations
+    //! time of the runtime's own work inside operators' bodies (the evictions their outputs
+    //! needed), on the backend's cost clock, taken out of their measured costs (dtr::cost_clock)
+    cost_t runtime_work_in_operators = 0;
     //! allocations the budget allowed that the backend refused at first (no block large enough)
     std::uint64_t fragmented_allocations = 0;
     //! storages evicted as part of a window (runtime_options::fragmentation = window)
@@ -66,6 +69,7 @@ inline std::ostream& operator<<(std::ostream& os, const counters& c) {
               << " victim_searches=" << c.victim_searches
               << " victim_search_ns=" << c.victim_search_ns << " compute_cost=" << c.compute_cost
               << " remat_cost=" << c.remat_cost
+              << " runtime_work_in_operators=" << c.runtime_work_in_operators
               << " fragmented_allocations=" << c.fragmented_allocations
               << " window_evictions=" << c.window_evictions << " offloads=" << c.offloads
               << " offloads_clean=" << c.offloads_clean

@@ -33,6 +33,7 @@
 #include <dtr/backend/host_arena.hpp>
 #include <dtr/backend/sim.hpp>
 #include <dtr/concepts.hpp>
+#include <dtr/cost_clock.hpp>
 #include <dtr/deferred_cost.hpp>
 #include <dtr/error.hpp>
 #include <dtr/memory_report.hpp>
@@ -243,6 +244,11 @@ public:
         return r;
     }
 
+    //! @brief Returns: the wrapped backend's cost clock (dtr::cost_clock).
+    [[nodiscard]] cost_t cost_clock() const noexcept requires dtr::cost_clock<Backend> {
+        return upstream_.cost_clock();
+    }
+
     //! @brief Effects: the wrapped backend's collect_costs(), less the measurements of
     //! executions failed after their body (see execute()): those never reach `sink`.
     //! Returns: how many costs reached `sink`.
@@ -426,5 +432,7 @@ static_assert(reports_layout<fault_injecting_backend<sim_backend>>);
 static_assert(!reports_memory<fault_injecting_backend<host_backend>>);
 static_assert(!deferred_costs<fault_injecting_backend<host_backend>>);
 static_assert(!reports_layout<fault_injecting_backend<host_backend>>);
+static_assert(cost_clock<fault_injecting_backend<host_backend>>);
+static_assert(!cost_clock<fault_injecting_backend<sim_backend>>);
 
 } // namespace dtr

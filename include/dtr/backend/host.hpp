@@ -5,6 +5,7 @@
 
 #include <dtr/backend/wall_clock.hpp>
 #include <dtr/concepts.hpp>
+#include <dtr/cost_clock.hpp>
 #include <dtr/error.hpp>
 #include <dtr/offload.hpp>
 
@@ -85,6 +86,8 @@ public:
     cost_t execute(Body&& body) {
         return wall_time_of(std::forward<Body>(body));
     }
+    //! @brief Returns: the clock execute() measures with (dtr::cost_clock).
+    [[nodiscard]] cost_t cost_clock() const noexcept { return wall_clock_now(); }
 
     //! @brief Returns: the most bytes outstanding at once.
     [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
@@ -143,5 +146,6 @@ private:
 
 static_assert(backend<host_backend>);
 static_assert(offloading_backend<host_backend>);
+static_assert(cost_clock<host_backend>);
 
 } // namespace dtr

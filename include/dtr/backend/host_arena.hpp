@@ -16,6 +16,7 @@
 #include <dtr/arena.hpp>
 #include <dtr/backend/wall_clock.hpp>
 #include <dtr/concepts.hpp>
+#include <dtr/cost_clock.hpp>
 #include <dtr/error.hpp>
 #include <dtr/memory_report.hpp>
 
@@ -116,6 +117,8 @@ public:
     cost_t execute(Body&& body) {
         return wall_time_of(std::forward<Body>(body));
     }
+    //! @brief Returns: the clock execute() measures with (dtr::cost_clock).
+    [[nodiscard]] cost_t cost_clock() const noexcept { return wall_clock_now(); }
 
     //! @brief Returns: the region's layout now, never std::nullopt (the region is fixed);
     //! its `refusals` is refusals().
@@ -182,5 +185,6 @@ private:
 static_assert(backend<host_arena_backend>);
 static_assert(reports_memory<host_arena_backend>);
 static_assert(reports_layout<host_arena_backend>);
+static_assert(cost_clock<host_arena_backend>);
 
 } // namespace dtr

@@ -6,6 +6,7 @@
 
 #include <dtr/arena.hpp>
 #include <dtr/concepts.hpp>
+#include <dtr/cost_clock.hpp>
 #include <dtr/counters.hpp>
 #include <dtr/detail/dependency_graph.hpp>
 #include <dtr/detail/evictable_pool.hpp>
@@ -64,7 +65,21 @@ auto budgeted_memory<Rt, Backend, Meta>::allocate(std::size_t bytes) -> pointer 
     if (bytes > options.budget) throw_out_of_memory(bytes, false);
     bool system_refused = false;
     bool refused = false; // the backend refused this request once already
+    // Evicting for an operator's output is the runtime's work, not the operator's: on a
+    // backend with a readable cost clock its time is taken out of the measured cost
+    // (dtr::cost_clock). The clock is read only once an eviction is needed.
+    bool timing = false;
+    cost_t work_start = 0;
+    const auto start_timing = [&] {
+        if constexpr (cost_clock<Backend>) {
+            if (!timing && rt_.exec_.running()) {
+                timing = true;
+                work_start = rt_.backend_.cost_clock();
+            }
+        }
+    };
     while (bytes > options.budget - stats.resident_bytes) {
+        start_timing();
         storage* victim = rt_.pool_.choose_victim();
         if (victim == nullptr) {
             if (rt_.offload_.offload_fixed()) continue; // a constant leaves for the host tier
@@ -99,6 +114,9 @@ auto budgeted_memory<Rt, Backend, Meta>::allocate(std::size_t bytes) -> pointer 
             stats.bytes_allocated += bytes;
             rt_.offload_
                 .wait_for_freed_memory(); // offloaded victims' blocks: reusable once copied out
+            if constexpr (cost_clock<Backend>) {
+                if (timing) rt_.exec_.add_runtime_work(rt_.backend_.cost_clock() - work_start);
+            }
             return p;
         }
         // The budget allows it but the backend has no block (fragmentation, or a capacity
@@ -109,6 +127,7 @@ auto budgeted_memory<Rt, Backend, Meta>::allocate(std::size_t bytes) -> pointer 
             refused = true;
             ++stats.fragmented_allocations;
         }
+        start_timing();
         if (!system_refused) {
             const window_outcome w = rt_.pool_.evict_window(bytes);
             if (w == window_outcome::none) {

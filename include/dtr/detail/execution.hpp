@@ -6,6 +6,7 @@
 #pragma once
 
 #include <dtr/buffer_view.hpp>
+#include <dtr/cost_clock.hpp>
 #include <dtr/counters.hpp>
 #include <dtr/deferred_cost.hpp>
 #include <dtr/detail/dependency_graph.hpp>
@@ -69,6 +70,10 @@ public:
     [[nodiscard]] bool running() const noexcept { return op_ != nullptr; }
     [[nodiscard]] const op& running_op() const noexcept { return *op_; }
     [[nodiscard]] bool rematerializing() const noexcept { return remat_; }
+    //! @brief Effects: takes `t`, time the runtime spent on its own work inside the running
+    //! operator's body (evicting for its outputs), out of the operator's measured cost
+    //! (dtr::cost_clock).
+    void add_runtime_work(cost_t t) noexcept { runtime_work_ += t; }
 
     // op_context's calls into the run.
     buffer_view<pointer> allocate_output(std::size_t index, std::size_t bytes) override;
@@ -112,6 +117,7 @@ private:
     using base::rt_;
     op* op_ = nullptr;
     bool remat_ = false;
+    cost_t runtime_work_ = 0; //!< add_runtime_work() during the running operator's body
     std::vector<output_state> outputs_;
     std::vector<version_state> versions_;
     std::vector<input_binding<Backend>> bindings_;
@@ -179,6 +185,7 @@ void execution<Rt, Backend, Meta>::execute(op& o, bool remat, std::optional<cost
         op_context<Backend> ctx(backend, *this, bindings_, o.n_outputs, remat);
         rt_.offload_.wait_for_inputs(o); // copy-backs still in flight (offload)
         rt_.in_operator_ = true;
+        runtime_work_ = 0;
         measured = backend.execute([&] {
             for (std::uint32_t k = 0; k < o.n_versions; ++k)
                 if (!versions_[k].reuse)
@@ -202,6 +209,10 @@ void execution<Rt, Backend, Meta>::execute(op& o, bool remat, std::optional<cost
     }
 
     counters& stats = rt_.counters_;
+    if constexpr (cost_clock<Backend>) {
+        measured = std::max<cost_t>(measured - runtime_work_, 0);
+        stats.runtime_work_in_operators += runtime_work_;
+    }
     const cost_t cost =
         !remat ? supplied.value_or(measured) : (o.cost_supplied ? o.cost : measured);
     if (!remat) o.cost = cost;
