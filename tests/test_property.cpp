@@ -46,7 +46,14 @@ void check_against(const dtr_test::program_trace& reference, std::uint64_t seed,
                    const std::string& replay) {
     const std::size_t budget = dtr_test::draw_budget(reference, budget_rng);
     const dtr_test::run_plan plan = dtr_test::draw_plan(fault_rng);
-    const char* policy = dealloc == dtr::dealloc_policy::eager_evict ? "eager_evict" : "banish";
+    // Keeping released storages resident instead of evicting them changes memory, never
+    // values: half the eager runs keep (drawn from the budget, as in_place below).
+    if (dealloc == dtr::dealloc_policy::eager_evict &&
+        dtr_test::splitmix(seed ^ budget ^ 0x6b656570u) % 2)
+        dealloc = dtr::dealloc_policy::keep_resident;
+    const char* policy = dealloc == dtr::dealloc_policy::eager_evict     ? "eager_evict"
+                         : dealloc == dtr::dealloc_policy::keep_resident ? "keep_resident"
+                                                                         : "banish";
     INFO(replay, " heuristic=", std::string(Heuristic::name), " dealloc=", std::string(policy),
          " in_place=", dtr_test::splitmix(seed ^ budget) % 2 ? "reuse" : "copy", " budget=", budget,
          " (reference peak ", reference.peak_resident, ", floor ", reference.floor, ") ",

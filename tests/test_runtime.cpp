@@ -400,6 +400,55 @@ TEST_CASE("eager eviction on release keeps dependents recomputable") {
     CHECK(rt.backend().used_bytes() == 0);
 }
 
+TEST_CASE("keep_resident leaves a released storage to the policy, and can be switched") {
+    host_rt rt({.budget = 1 << 20, .dealloc = dtr::dealloc_policy::keep_resident});
+    tensor x = rt.constant(4, fill_with(0));
+    tensor a = rt.call(add_op{1}, {x}, {.cost = 1});
+    tensor b = rt.call(add_op{1}, {a}, {.cost = 1});
+    const std::size_t resident = rt.resident_bytes();
+    a.reset(); // b's record reads a: kept, resident, evictable
+    CHECK(rt.stats().eager_evictions == 0);
+    CHECK(rt.resident_bytes() == resident);
+    CHECK(rt.storage_count() == 3);
+    rt.check_invariants();
+    // Recomputing b reads the kept a: no recomputation of a.
+    REQUIRE(rt.evict(b));
+    CHECK(read(rt, b) == pattern(0, 4, 2));
+    CHECK(rt.stats().rematerializations == 1);
+    // Under pressure the policy may take a like any storage; b's recipe still works.
+    const std::uint64_t evictions = rt.stats().evictions;
+    rt.set_budget(rt.resident_bytes() - 4);
+    CHECK(rt.stats().evictions == evictions + 1);
+    rt.set_budget(1 << 20);
+    REQUIRE((!rt.is_resident(b) || rt.evict(b)));
+    CHECK(read(rt, b) == pattern(0, 4, 2));
+    // Switched to eager eviction, the next release evicts at once.
+    rt.set_dealloc(dtr::dealloc_policy::eager_evict);
+    tensor c = rt.call(add_op{1}, {x}, {.cost = 1});
+    tensor d = rt.call(add_op{1}, {c}, {.cost = 1});
+    c.reset();
+    CHECK(rt.stats().eager_evictions == 1);
+    // A released storage nothing reads is freed under either policy.
+    rt.set_dealloc(dtr::dealloc_policy::keep_resident);
+    const std::size_t storages = rt.storage_count();
+    tensor e = rt.call(add_op{1}, {x}, {.cost = 1});
+    e.reset();
+    CHECK(rt.storage_count() == storages);
+    // b goes, then a (kept) has no dependent left: freed for good.
+    b.reset();
+    d.reset();
+    x.reset();
+    CHECK(rt.storage_count() == 0);
+    CHECK(rt.backend().used_bytes() == 0);
+    // banish is chosen at construction.
+    CHECK(contains(logic_error_of([&] { rt.set_dealloc(dtr::dealloc_policy::banish); }),
+                   "set_dealloc: only eager_evict and keep_resident"));
+    host_rt banishing({.dealloc = dtr::dealloc_policy::banish});
+    CHECK(
+        contains(logic_error_of([&] { banishing.set_dealloc(dtr::dealloc_policy::keep_resident); }),
+                 "banish is chosen at construction"));
+}
+
 TEST_CASE("banishing frees for good once dependents are resident") {
     host_rt rt({.budget = 1 << 20, .dealloc = dtr::dealloc_policy::banish});
     tensor x = rt.constant(4, fill_with(0));

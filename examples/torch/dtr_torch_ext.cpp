@@ -298,20 +298,16 @@ struct block_table {
     //! taking the core does not inflate a cost.
     bool cpu_costs = false;
     //! Released storages that a live recipe still reads stay resident (evictable) instead of
-    //! being evicted at once (Bridge set_park_released): the bridge keeps their last handle
-    //! here until no recipe reads them (storage_ref::readers), so that the policy, not the
-    //! release, decides when they go. See bridge::sweep_parked. Only outside backward
-    //! (backward's released temporaries, partial gradient sums, are not read again), and only
-    //! once the budget has bound (the runtime has searched for a victim): where everything
-    //! fits, an eager eviction costs nothing, and a parked storage would only add pressure.
+    //! being evicted at once (Bridge set_park_released): the runtime's
+    //! dtr::dealloc_policy::keep_resident, so that the policy, not the release, decides when
+    //! they go. Only outside backward (backward's released temporaries, partial gradient
+    //! sums, are not read again), and only once the budget has bound (the runtime has
+    //! searched for a victim): where everything fits, an eager eviction costs nothing, and a
+    //! kept storage would only add pressure. storage_ref::release switches the policy.
     bool park_released = false;
-    bool in_backward = false; //!< backward's releases are not parked (bridge::set_in_backward)
-    struct parked_handle {
-        dtr::tensor handle;
-        std::shared_ptr<std::size_t> readers;
-    };
-    std::vector<parked_handle> parked;
-    std::size_t parked_total = 0;
+    bool in_backward = false;     //!< backward's releases are not parked (bridge::set_in_backward)
+    bool keeping = false;         //!< the runtime's dealloc policy is keep_resident now
+    std::size_t parked_total = 0; //!< releases of resident computed storages a recipe reads, kept
 };
 
 class torch_backend {
@@ -419,6 +415,7 @@ public:
     virtual void set_budget(std::size_t bytes) = 0;
     virtual std::size_t budget() const = 0;
     virtual void set_remat_limit(double ns) = 0;
+    virtual void set_dealloc(dtr::dealloc_policy policy) = 0;
     virtual const dtr::counters& stats() const = 0;
     virtual std::size_t storage_count() const = 0;
     virtual std::size_t operator_count() const = 0;
@@ -432,7 +429,6 @@ class runtime_impl final : public runtime_iface {
 public:
     runtime_impl(dtr::runtime_options opts, std::shared_ptr<block_table> table)
         : table_(table), rt_(opts, torch_backend(table)) {}
-    ~runtime_impl() override { table_->parked.clear(); } // while the runtime still lives
 
     std::vector<dtr::tensor> call(recipe_op op, std::span<const dtr::tensor> inputs,
                                   std::size_t outputs, std::vector<std::uint32_t> mutates,
@@ -479,6 +475,7 @@ public:
     void set_budget(std::size_t bytes) override { rt_.set_budget(bytes); }
     std::size_t budget() const override { return rt_.budget(); }
     void set_remat_limit(double ns) override { rt_.set_remat_limit(ns); }
+    void set_dealloc(dtr::dealloc_policy policy) override { rt_.set_dealloc(policy); }
     const dtr::counters& stats() const override { return rt_.stats(); }
     std::size_t storage_count() const override { return rt_.storage_count(); }
     std::size_t operator_count() const override { return rt_.operator_count(); }
@@ -851,16 +848,14 @@ struct storage_ref {
 
     std::size_t nbytes() const { return handle.size(); }
 
-    //! Drops this reference's handle, or parks it (block_table::park_released) when it is
-    //! the storage's last one, the storage is computed and a live recipe reads this version.
+    //! Drops this reference's handle. Under block_table::keeping, the runtime keeps the
+    //! storage resident if it was the last handle and a recipe reads it; counted here when it
+    //! is computed, resident and a live recipe reads this version.
     static void release(runtime_iface& rt, dtr::tensor h, const std::shared_ptr<std::size_t>& r) {
         block_table& t = rt.table();
-        if (t.park_released && !t.in_backward && h && !h.orphaned() && h.use_count() == 1 &&
-            *r != 0 && rt.stats().victim_searches != 0 && rt.is_rematerializable(h) &&
-            rt.is_resident(h)) {
-            t.parked.push_back({std::move(h), r});
+        if (t.keeping && h && !h.orphaned() && h.use_count() == 1 && *r != 0 &&
+            rt.is_rematerializable(h) && rt.is_resident(h))
             ++t.parked_total;
-        }
     }
     storage_ref() = default;
     storage_ref(const storage_ref&) = delete;
@@ -901,7 +896,7 @@ public:
             throw std::invalid_argument(
                 "dtr_torch: restore must be yield_when_full or hold, not '" + restore + "'");
         if (dealloc == "banish")
-            o.dealloc = dtr::dealloc_policy::banish;
+            o.dealloc = dtr::dealloc_policy::banish, banish_ = true;
         else if (dealloc != "eager_evict")
             throw std::invalid_argument("dtr_torch: dealloc must be eager_evict or banish, not '" +
                                         dealloc + "'");
@@ -1022,7 +1017,7 @@ public:
     //! what the bridge cannot express.
     py::object dispatch(const op_info& info, py::tuple args, py::dict kwargs) {
         scoped_ns t{prof.dispatch_ns};
-        if (!table_->parked.empty() && ++sweep_tick_ % 32 == 0) sweep_parked();
+        if (table_->park_released) update_dealloc();
         try {
             return dispatch_impl(info, std::move(args), std::move(kwargs));
         } catch (const dtr::out_of_memory& e) {
@@ -1145,24 +1140,25 @@ public:
     }
     std::size_t readers(const ref_ptr& ref) const { return *ref->readers; }
 
-    //! Drops the parked handles (block_table::park_released) of storages no live recipe reads
-    //! any more: they are released as the program released them (evicted, or freed when
-    //! nothing depends on them). Run every 32 dispatches, outside any runtime operation.
-    //! Latest first: a release can free records, and so the readers of storages parked
-    //! before it, which the same pass then reaches (a chain of parked storages goes at once).
-    void sweep_parked() {
-        auto& v = table_->parked;
-        for (std::size_t i = v.size(); i-- > 0;) {
-            if (i >= v.size() || *v[i].readers != 0) continue;
-            block_table::parked_handle drop = std::move(v[i]);
-            if (i + 1 != v.size()) v[i] = std::move(v.back());
-            v.pop_back();
-            drop.handle.reset(); // may free records: readers of earlier entries drop
-        }
+    //! The runtime's dealloc policy for the releases to come (block_table::park_released):
+    //! keep_resident outside backward once the budget has bound, eager_evict otherwise.
+    //! Called before each operator and when backward starts or ends, outside any runtime
+    //! operation (the runtime handles releases made during one when it ends).
+    void update_dealloc() {
+        block_table& t = *table_;
+        const bool keep = t.park_released && !t.in_backward && rt_->stats().victim_searches != 0;
+        if (keep == t.keeping) return;
+        rt_->set_dealloc(keep ? dtr::dealloc_policy::keep_resident
+                              : dtr::dealloc_policy::eager_evict);
+        t.keeping = keep;
     }
     void set_park_released(bool on) {
+        if (on && banish_)
+            throw std::invalid_argument(
+                "dtr_torch: park_released keeps released storages, dealloc='banish' frees them: "
+                "choose one");
         table_->park_released = on;
-        if (!on) table_->parked.clear();
+        update_dealloc();
     }
     void set_cost_clock(const std::string& clock) {
         if (clock != "wall" && clock != "thread_cpu")
@@ -1177,6 +1173,7 @@ public:
     void set_in_backward(bool b) {
         in_backward_ = b;
         table_->in_backward = b;
+        update_dealloc();
     }
     void set_deterministic_costs(bool b) { deterministic_costs_ = b; }
     void set_inplace_rewrite(bool b) { inplace_rewrite_disabled_ = !b; }
@@ -1222,10 +1219,10 @@ private:
     std::size_t promotions_zero_copy_ = 0;
     py::object leaf_callback_ = py::none();
     bool in_backward_ = false; //!< autograd runs with grad mode off, but computes activations
+    bool banish_ = false;      //!< dealloc="banish": released storages are never kept
     std::size_t max_op_bytes_ = 0;
     std::string max_op_name_;
     std::size_t calls_ = 0;
-    std::size_t sweep_tick_ = 0;
 };
 
 void bridge::follow_mutation(const ref_ptr& ref) {
@@ -1761,7 +1758,6 @@ PYBIND11_MODULE(_dtr_torch, m) {
         .def("set_inplace_rewrite", &bridge::set_inplace_rewrite)
         .def("set_park_released", &bridge::set_park_released)
         .def("set_cost_clock", &bridge::set_cost_clock)
-        .def("sweep_parked", &bridge::sweep_parked)
         .def("set_leaf_callback", &bridge::set_leaf_callback)
         .def("leaf_grads", [](bridge& b) { return b.leaf_grads(false); })
         .def("leaf_grad_pairs", [](bridge& b) { return b.leaf_grads(true); })
@@ -1815,7 +1811,6 @@ PYBIND11_MODULE(_dtr_torch, m) {
             d["adopted_outputs"] = b.rt().table().adopted;
             d["fresh_blocks"] = b.rt().table().fresh;
             d["blocks"] = b.rt().table().blocks.size();
-            d["parked"] = b.rt().table().parked.size();
             d["parked_total"] = b.rt().table().parked_total;
             d["pin_yields"] = c.pin_yields;
             return d;

@@ -28,6 +28,13 @@ enum class dealloc_policy : std::uint8_t {
     //! Free it for good as soon as that is safe (every dependent resident); dependents then
     //! lose their recipe and can no longer be evicted. Less metadata, fewer eviction choices.
     banish,
+    //! Leave it resident and evictable: the policy, not the release, decides when it goes
+    //! (policies see it without a handle, as an evicted storage nobody holds). Freed for good
+    //! when no dependent is left, like eager_evict. For released values that recomputations
+    //! are likely to read again, which cost more to recompute than to keep (a dense block's
+    //! feature maps, docs/design.md "Release"); under a budget that never binds it only adds
+    //! resident bytes. May be switched with eager_evict at run time (runtime::set_dealloc).
+    keep_resident,
 };
 
 //! @brief Which handles observe an in-place update (see docs/design.md, "Mutation").

@@ -46,15 +46,18 @@ public:
     }
 
     //! @brief `s` lost its last handle: freed when nothing depends on it, else evicted
-    //! (eager_evict) or evicted and marked for banishing (banish).
+    //! (eager_evict), evicted and marked for banishing (banish), or left as it is
+    //! (keep_resident: the policy evicts it when it chooses).
     void on_last_handle(storage* s) noexcept {
         rt_.hook_on_release(*s);
         if (s->consumers.empty()) {
             enqueue(s);
             return;
         }
+        const dealloc_policy policy = rt_.options_.dealloc;
+        if (policy == dealloc_policy::keep_resident) return;
         if (s->evictable()) rt_.pool_.evict(s, true);
-        if (rt_.options_.dealloc == dealloc_policy::banish) request_banish(s);
+        if (policy == dealloc_policy::banish) request_banish(s);
     }
 
     //! @brief Queues `s` to be examined when the operation ends.
