@@ -3,7 +3,7 @@
 // for several heuristics and budget ratios, and reports slowdowns as the DTR paper's
 // simulator does (budget = ratio x peak memory of an unlimited run).
 //
-//   dtr-replay [--heuristic NAME]... [--ratio R]... [--dealloc eager|banish] [--search S]
+//   dtr-replay [--heuristic NAME]... [--ratio R]... [--dealloc eager|banish|keep] [--search S]
 //              [--thrash-limit X] [--seed N] [--jobs N] [--json FILE] [--why]
 //              [--restore-pins hold|yield] LOG...
 //
@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     app.add_flag("--why", why, "print the out_of_memory message of every oom cell");
     app.add_option("--dealloc", dealloc_name, "release policy")
-        ->check(CLI::IsMember({"eager", "banish"}))
+        ->check(CLI::IsMember({"eager", "banish", "keep"}))
         ->capture_default_str();
     app.add_option("--restore-pins", restore_name, "pins while restoring inputs")
         ->check(CLI::IsMember({"hold", "yield"}))
@@ -175,6 +175,7 @@ int main(int argc, char** argv) {
     if (tier_capacity > 0) tier.capacity = static_cast<std::size_t>(tier_capacity);
     if (arena) arena_alignment = dtr::arena::default_alignment;
     if (dealloc_name == "banish") dealloc = dtr::dealloc_policy::banish;
+    if (dealloc_name == "keep") dealloc = dtr::dealloc_policy::keep_resident;
     if (restore_name == "yield") restore = dtr::restore_pins::yield_when_full;
     if (fragmentation_name == "one_by_one") fragmentation = dtr::fragmentation_policy::one_by_one;
     if (placement_name == "constants_high") placement = dtr::placement_policy::constants_high;
