@@ -33,6 +33,9 @@ namespace dtr {
 //!   region (free bytes, largest free block), reported in dtr::out_of_memory;
 //! - `collect_costs(sink, mode)` (dtr::deferred_costs, <dtr/deferred_cost.hpp>): costs
 //!   measured asynchronously; execute() then returns a provisional cost.
+//! - `cost_clock()` (dtr::cost_clock, <dtr/cost_clock.hpp>): the clock execute() measures
+//!   with, so that the runtime keeps the evictions an operator's outputs make out of its
+//!   measured cost.
 namespace detail {
 
 //! What the runtime hands to Backend::execute: a callable with state, as its lambdas are
