@@ -303,7 +303,7 @@ struct block_table {
     //! they go. Only outside backward (backward's released temporaries, partial gradient
     //! sums, are not read again), and only once the budget has bound (the runtime has
     //! searched for a victim): where everything fits, an eager eviction costs nothing, and a
-    //! kept storage would only add pressure. storage_ref::release switches the policy.
+    //! kept storage would only add pressure. bridge::update_dealloc switches the policy.
     bool park_released = false;
     bool in_backward = false;     //!< backward's releases are not parked (bridge::set_in_backward)
     bool keeping = false;         //!< the runtime's dealloc policy is keep_resident now
@@ -895,9 +895,10 @@ public:
         else if (restore != "yield_when_full")
             throw std::invalid_argument(
                 "dtr_torch: restore must be yield_when_full or hold, not '" + restore + "'");
-        if (dealloc == "banish")
-            o.dealloc = dtr::dealloc_policy::banish, banish_ = true;
-        else if (dealloc != "eager_evict")
+        if (dealloc == "banish") {
+            o.dealloc = dtr::dealloc_policy::banish;
+            banish_ = true;
+        } else if (dealloc != "eager_evict")
             throw std::invalid_argument("dtr_torch: dealloc must be eager_evict or banish, not '" +
                                         dealloc + "'");
         rt_ = std::shared_ptr<runtime_iface>(make_runtime(heuristic, o, table_));

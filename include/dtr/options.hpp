@@ -29,7 +29,7 @@ enum class dealloc_policy : std::uint8_t {
     //! lose their recipe and can no longer be evicted. Less metadata, fewer eviction choices.
     banish,
     //! Leave it resident and evictable: the policy, not the release, decides when it goes
-    //! (policies see it without a handle, as an evicted storage nobody holds). Freed for good
+    //! (policies see a storage without a handle, and once evicted one nobody holds). Freed for good
     //! when no dependent is left, like eager_evict. For released values that recomputations
     //! are likely to read again, which cost more to recompute than to keep (a dense block's
     //! feature maps, docs/design.md "Release"); under a budget that never binds it only adds
