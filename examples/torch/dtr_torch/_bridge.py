@@ -218,8 +218,8 @@ class Runtime:
                  which other processes on the machine do not inflate)
     park_released: a storage the program releases while a recorded operator still reads it
                  stays resident, evictable, until the policy evicts it or no record reads it
-                 (instead of being evicted at once, dtr::dealloc_policy::eager_evict);
-                 more resident bytes without a budget, the policy's choice under one
+                 (dtr::dealloc_policy::keep_resident instead of eager_evict; outside
+                 backward, once the budget has bound); not with dealloc="banish"
     restore:     runtime_options::restore: "yield_when_full" (default) or "hold"
     dealloc:     runtime_options::dealloc: "eager_evict" (default) or "banish"
     """
