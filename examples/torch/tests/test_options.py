@@ -29,6 +29,19 @@ def main():
         assert (st["parked_total"] > 0) == expect and st["peak_resident_bytes"] <= budget, (budget, st)
         print(f"  park_released at budget {budget}: {st['parked_total']} storages parked, "
               f"{st['rematerializations']} remats")
+    # keeping released storages and banishing them contradict each other: refused, named
+    try:
+        dtr_torch.Runtime(dealloc="banish", park_released=True)
+    except ValueError as e:
+        assert "park_released" in str(e) and "banish" in str(e), e
+    else:
+        raise AssertionError("park_released with dealloc='banish' was accepted")
+    # measured costs leave out the evictions made inside operators (dtr::cost_clock)
+    rt = dtr_torch.Runtime(budget=int(2.2 * floor), cost_clock="thread_cpu")
+    train(make, 2, rt)
+    st = rt.stats()
+    assert st["runtime_work_in_operators_ns"] > 0 and st["evictions"] > 0, st
+    print(f"  runtime work taken out of measured costs: {st['runtime_work_in_operators_ns'] / 1e6:.2f} ms")
     return 0
 
 
