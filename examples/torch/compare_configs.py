@@ -15,7 +15,6 @@ column; --json writes the rows (each with "config").
 """
 
 import argparse
-import json
 import os
 import shlex
 import sys
@@ -85,9 +84,7 @@ def main():
                 if row.get("error"):
                     print(f"           {row['status']}: {row['error'][:400]}", flush=True)
     print(f"# load average {os.getloadavg()[0]:.2f} at the end")
-    if a.json:
-        with open(a.json, "w", encoding="utf-8") as fh:
-            json.dump(rows, fh, indent=1)
+    B.write_rows(a.json, rows)
     return 0
 
 

@@ -18,7 +18,6 @@ whose reference run this repeats).
 
 import argparse
 import gc
-import json
 import statistics
 import sys
 import time
@@ -27,7 +26,7 @@ import torch
 
 import dtr_torch
 from dtr_torch._bridge import _ext
-from dtr_torch.bench import _load_factory
+from dtr_torch.bench import _load_factory, write_rows
 
 _STATS = ("rematerializations", "evictions", "eager_evictions", "victim_searches", "victim_search_ns",
           "heuristic_evaluations", "remat_cost_ns", "compute_cost_ns", "pin_yields", "parked_total",
@@ -175,9 +174,7 @@ def main():
                      "parts_ns": dict(parts), "stats": st, "profile": pr,
                      "recomputed": {k: {"remats": v[2], "remat_ns": v[3], "calls": v[0]} for k, v in by}})
         del r
-    if a.json:
-        with open(a.json, "w", encoding="utf-8") as f:
-            json.dump(rows, f, indent=1)
+    write_rows(a.json, rows)
     return 0
 
 

@@ -230,6 +230,14 @@ def _print_row(r: dict) -> None:
         print(f"         {r['status']}: {r['error'][:400]}", flush=True)
 
 
+def write_rows(path: Optional[str], rows: list) -> None:
+    """Writes `rows` as a JSON list to `path` (--json); nothing when `path` is empty. Shared by
+    the bench and the profiling scripts beside it (compare_configs.py, remat_profile.py)."""
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(rows, f, indent=1)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python3 -m dtr_torch.bench", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -329,9 +337,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(f"# load average {os.getloadavg()[0]:.2f} at the end (a 2-core machine shared with other jobs: "
           f"compare the CPU-time column)")
     print(f"# process peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
-    if a.json:
-        with open(a.json, "w", encoding="utf-8") as f:
-            json.dump(rows, f, indent=1)
+    write_rows(a.json, rows)
     return 0
 
 
