@@ -54,7 +54,14 @@ void check_against(const dtr_test::program_trace& reference, std::uint64_t seed,
     const char* policy = dealloc == dtr::dealloc_policy::eager_evict     ? "eager_evict"
                          : dealloc == dtr::dealloc_policy::keep_resident ? "keep_resident"
                                                                          : "banish";
+    // Kept storages first or on their scores: half each (it matters under keep_resident only).
+    const auto kept = dtr_test::splitmix(seed ^ budget ^ 0x6b657074u) % 2
+                          ? dtr::kept_priority::first
+                          : dtr::kept_priority::scored;
     INFO(replay, " heuristic=", std::string(Heuristic::name), " dealloc=", std::string(policy),
+         dealloc == dtr::dealloc_policy::keep_resident
+             ? (kept == dtr::kept_priority::first ? " kept=first" : " kept=scored")
+             : "",
          " in_place=", dtr_test::splitmix(seed ^ budget) % 2 ? "reuse" : "copy", " budget=", budget,
          " (reference peak ", reference.peak_resident, ", floor ", reference.floor, ") ",
          dtr_test::describe(plan));
@@ -71,6 +78,7 @@ void check_against(const dtr_test::program_trace& reference, std::uint64_t seed,
         t = run_one<Heuristic>(seed, steps,
                                {.budget = budget,
                                 .dealloc = dealloc,
+                                .kept = kept,
                                 .mutation = scope,
                                 .constant_updates = updates,
                                 .in_place = in_place},

@@ -449,6 +449,37 @@ TEST_CASE("keep_resident leaves a released storage to the policy, and can be swi
                  "banish is chosen at construction"));
 }
 
+TEST_CASE("kept storages go before held ones under kept_priority::first, not under scored") {
+    // a (kept: released, b's record reads it) is expensive to recompute and recent, h (held)
+    // cheap and stale, so the policy prefers to evict h. Under `first` the kept a goes anyway; under `scored`
+    // the policy's choice, h, goes.
+    for (const auto priority : {dtr::kept_priority::first, dtr::kept_priority::scored}) {
+        CAPTURE(priority == dtr::kept_priority::first ? "first" : "scored");
+        host_rt rt(
+            {.budget = 1 << 20, .dealloc = dtr::dealloc_policy::keep_resident, .kept = priority});
+        tensor x = rt.constant(4, fill_with(0));
+        tensor h = rt.call(add_op{1}, {x}, {.cost = 1});
+        tensor h2 = rt.call(add_op{1}, {h}, {.cost = 1});
+        tensor a = rt.call(add_op{1}, {x}, {.cost = 1e6});
+        tensor b = rt.call(add_op{1}, {a}, {.cost = 1e6});
+        a.reset();
+        REQUIRE(rt.storage_count() == 5);
+        // Make room for one 4-byte storage: one victim.
+        rt.set_budget(rt.resident_bytes() - 4);
+        CHECK(rt.stats().evictions == 1);
+        CHECK(rt.is_resident(h) == (priority == dtr::kept_priority::first));
+        // Recomputing b needs a again exactly when a was the victim.
+        rt.set_budget(1 << 20);
+        REQUIRE(rt.evict(b));
+        const std::uint64_t remats = rt.stats().rematerializations;
+        CHECK(read(rt, b) == pattern(0, 4, 2));
+        CHECK(rt.stats().rematerializations - remats ==
+              (priority == dtr::kept_priority::first ? 2u : 1u));
+        CHECK(read(rt, h2) == pattern(0, 4, 2));
+        rt.check_invariants();
+    }
+}
+
 TEST_CASE("banishing frees for good once dependents are resident") {
     host_rt rt({.budget = 1 << 20, .dealloc = dtr::dealloc_policy::banish});
     tensor x = rt.constant(4, fill_with(0));

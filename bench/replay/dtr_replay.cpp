@@ -3,9 +3,9 @@
 // for several heuristics and budget ratios, and reports slowdowns as the DTR paper's
 // simulator does (budget = ratio x peak memory of an unlimited run).
 //
-//   dtr-replay [--heuristic NAME]... [--ratio R]... [--dealloc eager|banish|keep] [--search S]
-//              [--thrash-limit X] [--seed N] [--jobs N] [--json FILE] [--why]
-//              [--restore-pins hold|yield] LOG...
+//   dtr-replay [--heuristic NAME]... [--ratio R]... [--dealloc eager|banish|keep]
+//              [--kept first|scored] [--search S] [--thrash-limit X] [--seed N] [--jobs N]
+//              [--json FILE] [--why] [--restore-pins hold|yield] LOG...
 //
 // Heuristics and search strategies are the library's (dtr::heuristics::with_heuristic,
 // dtr::search::with_strategy). Without --heuristic, the paper's policies run (dtr, dtr_eqclass,
@@ -98,8 +98,8 @@ int main(int argc, char** argv) {
     std::size_t arena_alignment = 0;
     dtr::fragmentation_policy fragmentation = dtr::fragmentation_policy::window;
     dtr::placement_policy placement = dtr::placement_policy::best_fit;
-    std::string dealloc_name = "eager", restore_name = "hold", fragmentation_name = "window",
-                placement_name = "best_fit";
+    std::string dealloc_name = "eager", kept_name = "first", restore_name = "hold",
+                fragmentation_name = "window", placement_name = "best_fit";
     bool arena = false;
     double arena_capacity = 0; // the region as a multiple of the budget; 0: the budget
     // Offload (--offload): the simulated host tier.
@@ -133,6 +133,10 @@ int main(int argc, char** argv) {
     app.add_flag("--why", why, "print the out_of_memory message of every oom cell");
     app.add_option("--dealloc", dealloc_name, "release policy")
         ->check(CLI::IsMember({"eager", "banish", "keep"}))
+        ->capture_default_str();
+    app.add_option("--kept", kept_name,
+                   "under --dealloc keep: kept storages go first, or compete on their scores")
+        ->check(CLI::IsMember({"first", "scored"}))
         ->capture_default_str();
     app.add_option("--restore-pins", restore_name, "pins while restoring inputs")
         ->check(CLI::IsMember({"hold", "yield"}))
@@ -176,6 +180,8 @@ int main(int argc, char** argv) {
     if (arena) arena_alignment = dtr::arena::default_alignment;
     if (dealloc_name == "banish") dealloc = dtr::dealloc_policy::banish;
     if (dealloc_name == "keep") dealloc = dtr::dealloc_policy::keep_resident;
+    const dtr::kept_priority kept =
+        kept_name == "scored" ? dtr::kept_priority::scored : dtr::kept_priority::first;
     if (restore_name == "yield") restore = dtr::restore_pins::yield_when_full;
     if (fragmentation_name == "one_by_one") fragmentation = dtr::fragmentation_policy::one_by_one;
     if (placement_name == "constants_high") placement = dtr::placement_policy::constants_high;
@@ -234,6 +240,7 @@ int main(int argc, char** argv) {
             dtr::replay::replay_options options;
             options.budget = static_cast<std::size_t>(t.ratio * static_cast<double>(b.peak));
             options.dealloc = dealloc;
+            options.kept = kept;
             options.restore = restore;
             options.thrash_limit = thrash_limit;
             options.baseline_compute = b.compute;
@@ -330,6 +337,8 @@ int main(int argc, char** argv) {
                     << ", \"region_peak_bytes\": " << r.region_peak
                     << ", \"region_over_budget\": " << (arena_capacity > 0 ? arena_capacity : 1.0);
             if (restore != dtr::restore_pins::hold) out << ", \"restore_pins\": \"yield\"";
+            if (dealloc == dtr::dealloc_policy::keep_resident)
+                out << ", \"dealloc\": \"keep\", \"kept\": \"" << kept_name << "\"";
             if (offload != dtr::offload_policy::off)
                 out << ", \"offload\": \"" << offload_name
                     << "\", \"offload_bandwidth\": " << tier.transfer.bandwidth

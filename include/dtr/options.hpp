@@ -37,6 +37,23 @@ enum class dealloc_policy : std::uint8_t {
     keep_resident,
 };
 
+//! @brief Under dealloc_policy::keep_resident, how a kept storage (resident, without
+//! handles) stands against the storages the program still holds when a victim is chosen.
+enum class kept_priority : std::uint8_t {
+    //! Kept storages go first: a held storage is chosen only when none is kept. The policy
+    //! orders the kept ones among themselves. Keeping then fills memory the program does
+    //! not need and never displaces a value it holds: on the paper's logs this turns keeping
+    //! from worse than eager eviction everywhere to better at most budgets (docs/results.md,
+    //! "Keeping released storages"). Applies to the runtime's own scan (policies that score);
+    //! a policy or search strategy with its own choose (search::indexed, search::sampled,
+    //! random) is given the whole pool and decides alone, as under `scored`.
+    first,
+    //! Kept storages compete with held ones on the policy's score alone. Better where the
+    //! kept values are the ones recomputations read most (the PyTorch bridge's park_released
+    //! on DenseNet, forward only).
+    scored,
+};
+
 //! @brief Which handles observe an in-place update (see docs/design.md, "Mutation").
 enum class mutation_scope : std::uint8_t {
     //! Every tensor on the mutated storage moves to the new version, as views do in
@@ -133,6 +150,8 @@ struct runtime_options {
     //! the operator being run). Never exceeded.
     std::size_t budget = unlimited;
     dealloc_policy dealloc = dealloc_policy::eager_evict;
+    //! Under keep_resident: whether kept storages are evicted before held ones.
+    kept_priority kept = kept_priority::first;
     mutation_scope mutation = mutation_scope::storage;
     constant_update constant_updates = constant_update::constant;
     //! Total rematerialization cost (ns) after which the runtime gives up with

@@ -131,8 +131,24 @@ auto evictable_pool<Rt, Backend, Meta>::choose_victim() -> storage* {
         double best_score = std::numeric_limits<double>::infinity();
         // Read once per scan, not per storage, so that the loop keeps both in registers.
         const bool factored = rt_.offload_.factors_scores();
+        // Under keep_resident a storage nobody holds goes before every held one: it was kept
+        // only to fill memory the program does not need (it saves recursion in later
+        // recomputations), so it never displaces a value the program will read. Among the
+        // kept ones the policy's scores decide; once one is found, held storages are no
+        // longer scored.
+        const bool kept_first = rt_.options_.dealloc == dealloc_policy::keep_resident &&
+                                rt_.options_.kept == kept_priority::first;
+        bool kept_found = false;
         std::uint64_t evaluations = 0;
         for (storage_node<Backend, Meta>& s : pool_) {
+            if (kept_first) {
+                const bool kept = storage::of(&s)->tensors.empty();
+                if (kept_found && !kept) continue;
+                if (kept && !kept_found) {
+                    kept_found = true;
+                    best_score = std::numeric_limits<double>::infinity();
+                }
+            }
             double score;
             if constexpr (bounded_scoring_heuristic<H>) {
                 // A policy that can stop early scores against the best so far: a score above
@@ -160,7 +176,8 @@ auto evictable_pool<Rt, Backend, Meta>::choose_victim() -> storage* {
                 best_score = score;
                 best = &s;
             }
-            if (score == 0) break;
+            // (Under kept_first a held storage's zero cannot end the scan: a kept one may follow.)
+            if (score == 0 && (kept_found || !kept_first)) break;
         }
         rt_.counters_.heuristic_evaluations += evaluations;
         if (best == nullptr) best = &pool_.back(); // every score was NaN

@@ -61,6 +61,8 @@ enum class status : std::uint8_t {
 struct replay_options {
     std::size_t budget = unlimited;
     dealloc_policy dealloc = dealloc_policy::eager_evict;
+    //! Under keep_resident: kept storages before held ones, or on their scores.
+    kept_priority kept = kept_priority::first;
     //! Stop as `thrash` once total compute exceeds this multiple of `baseline_compute`
     //! (0: never). The simulator's limit is 2: recomputation may cost as much as the run.
     double thrash_limit = 2.0;
@@ -160,6 +162,7 @@ replay_result run_replay(const trace& t, const replay_options& options,
         options.thrash_limit > 0 ? options.thrash_limit * options.baseline_compute : 0;
     runtime_options rt_options{.budget = options.budget,
                                .dealloc = options.dealloc,
+                               .kept = options.kept,
                                .mutation = mutation_scope::tensor,
                                .constant_updates = options.constant_updates,
                                .restore = options.restore,
