@@ -207,6 +207,34 @@ TEST_CASE("sim: a full host tier drops the victim instead") {
     rt.check_invariants();
 }
 
+TEST_CASE("a kept storage chosen as victim is dropped, not copied out, even under always") {
+    // keep_resident: a is released while b's record reads it, so it stays resident, and
+    // kept_priority::first makes it the first victim. Nobody holds it: only a recomputation
+    // of b can read it again, so a transfer would buy nothing.
+    dtr::sim_backend backend;
+    backend.enable_host_tier(slow_tier());
+    sim_rt rt({.budget = 300,
+               .dealloc = dtr::dealloc_policy::keep_resident,
+               .offload = dtr::offload_policy::always},
+              std::move(backend));
+    dtr::tensor a = rt.call(make{100}, {}, {.cost = 1000});
+    dtr::tensor b = rt.call(make{100}, {a}, {.cost = 1000});
+    a.reset();
+    dtr::tensor c = rt.call(make{100}, {}, {.cost = 1000});
+    CHECK(rt.resident_bytes() == 300);
+    dtr::tensor d = rt.call(make{100}, {}, {.cost = 1000}); // one victim: the kept a
+    CHECK(rt.stats().evictions == 1);
+    CHECK(rt.stats().offloads == 0);
+    CHECK(rt.backend().tier().used_bytes() == 0);
+    CHECK(rt.is_resident(b));
+    CHECK(rt.is_resident(c));
+    // The next victim is held: copied out, as `always` says.
+    dtr::tensor e = rt.call(make{100}, {}, {.cost = 1000});
+    CHECK(rt.stats().offloads == 1);
+    CHECK(rt.backend().tier().used_bytes() == 100);
+    rt.check_invariants();
+}
+
 TEST_CASE("host: offloaded storages come back bit for bit, constants too") {
     for (auto policy : {dtr::offload_policy::always, dtr::offload_policy::automatic}) {
         CAPTURE(static_cast<int>(policy));

@@ -39,17 +39,21 @@ public:
     explicit offloader(Rt& rt) noexcept : base(rt) {}
 
     //! @brief Called when `s` is evicted: copies it out (or keeps its clean host copy)
-    //! instead of dropping it when the policy says so. Returns: whether `s` left the device
-    //! that way (the caller then does not drop it).
-    bool offload_victim(storage* s, bool eager) noexcept {
+    //! instead of dropping it when the policy says so. `unheld`: nobody holds `s` (an eager
+    //! eviction, or a kept storage under keep_resident), so it leaves by transfer only with
+    //! a clean host copy; `eager`: counted as an eager eviction then. Returns: whether `s`
+    //! left the device that way (the caller then does not drop it).
+    bool offload_victim(storage* s, bool unheld, bool eager) noexcept {
         if constexpr (offloading_backend<Backend>) {
-            // The common case, inline: no host copy, and either an eager eviction (the last
-            // handle went: nothing will read it back) or offload off. Dropped.
-            if (!s->host.valid() && (eager || rt_.options_.offload == offload_policy::off))
+            // The common case, inline: no host copy, and either a storage nobody holds (an
+            // eager eviction, or a kept storage: only a recomputation reads it back) or
+            // offload off. Dropped.
+            if (!s->host.valid() && (unheld || rt_.options_.offload == offload_policy::off))
                 return false;
-            return offload_or_drop(s, eager);
+            return offload_or_drop(s, unheld, eager);
         } else {
             (void)s;
+            (void)unheld;
             (void)eager;
             return false;
         }
@@ -119,7 +123,7 @@ private:
         rt_.clock_ = t;
     }
     //! offload_victim past its inline test.
-    bool offload_or_drop(storage* s, bool eager) noexcept;
+    bool offload_or_drop(storage* s, bool unheld, bool eager) noexcept;
     //! Starts the out-copy of resident `s` into a new host copy; false if the tier refused.
     bool start_out_copy(storage* s) noexcept;
     //! Frees the device block of `s`, which has a valid host copy (now offloaded).
@@ -179,20 +183,20 @@ void offloader<Rt, Backend, Meta>::leave_device(storage* s) noexcept {
 }
 
 template <class Rt, class Backend, class Meta>
-bool offloader<Rt, Backend, Meta>::offload_or_drop(storage* s, bool eager) noexcept {
+bool offloader<Rt, Backend, Meta>::offload_or_drop(storage* s, bool unheld, bool eager) noexcept {
     if constexpr (offloading_backend<Backend>) {
         const offload_policy policy = rt_.options_.offload;
         // A storage with a clean host copy (copied back earlier: storages are immutable, so
         // the copy is still right) leaves for free; otherwise the policy decides.
         if (!s->host.valid()) {
-            if (eager || !offload_decision(rt_.backend_, policy, s->view(), false)) return false;
+            if (unheld || !offload_decision(rt_.backend_, policy, s->view(), false)) return false;
             if (!start_out_copy(s)) return false; // dropped as without offload
-        } else if (!eager && !offload_decision(rt_.backend_, policy, s->view(), true)) {
+        } else if (!unheld && !offload_decision(rt_.backend_, policy, s->view(), true)) {
             // Dropping it keeps the policy's choice; the copy is freed with the device block.
             release_host_copy(s);
             return false;
-        } else if (eager) {
-            ++rt_.counters_.eager_evictions;
+        } else if (unheld) {
+            ++(eager ? rt_.counters_.eager_evictions : rt_.counters_.evictions);
         } else {
             ++rt_.counters_.offloads_clean;
         }
@@ -200,6 +204,7 @@ bool offloader<Rt, Backend, Meta>::offload_or_drop(storage* s, bool eager) noexc
         return true;
     } else {
         (void)s;
+        (void)unheld;
         (void)eager;
         return false;
     }
