@@ -68,6 +68,9 @@ struct options {
     bool cpu_time = false;
     //! The DTR strategies' restore discipline (runtime_options::restore); default the runtime's.
     restore_pins restore = runtime_options{}.restore;
+    //! The DTR strategies' release (runtime_options::dealloc): eager eviction, or keeping
+    //! released tensors resident with kept ones evicted first (kept_priority::first).
+    dealloc_policy dealloc = dealloc_policy::eager_evict;
 };
 
 //! Parses the command line into `o` (the tools' convention: dtr_tools/cli.hpp).
@@ -109,8 +112,15 @@ std::optional<int> parse_args(int argc, char** argv, options& o) {
                    "the DTR strategies' pins while restoring inputs")
         ->check(CLI::IsMember({"hold", "yield"}))
         ->capture_default_str();
+    std::string dealloc_name = "eager";
+    app.add_option("--dealloc", dealloc_name,
+                   "the DTR strategies' release: eager eviction, or keep (kept tensors go first)")
+        ->check(CLI::IsMember({"eager", "keep"}))
+        ->capture_default_str();
     auto status = dtr::tools::parse_command_line(app, argc, argv);
     o.restore = restore_name == "hold" ? restore_pins::hold : restore_pins::yield_when_full;
+    o.dealloc =
+        dealloc_name == "keep" ? dealloc_policy::keep_resident : dealloc_policy::eager_evict;
     return status;
 }
 
@@ -275,6 +285,7 @@ std::vector<strategy> make_strategies(const static_graph& g, const options& opt,
         const std::string heuristic = name;
         runtime_options ro;
         ro.restore = opt.restore;
+        ro.dealloc = opt.dealloc;
         out.push_back(
             {"dtr:" + heuristic, [heuristic, ro](const strategy_context& c) {
                  outcome o;
