@@ -9,7 +9,9 @@ release configuration (e.g. eager=dealloc-eager.json keep-first=dealloc-keep-fir
 Prints, per policy and ratio, the runs finished and the geometric-mean slowdown of those
 runs under each configuration; then, unless --summary-only, every cell (slowdown, or why the
 run stopped)."""
-import json, math, sys
+import json, sys
+
+from default_table import geomean
 
 
 def short(log):
@@ -41,7 +43,7 @@ def main(argv):
             cells = []
             for _, t in tables:
                 ok = [t[(l, h, ratio)]['slowdown'] for l in logs if t[(l, h, ratio)]['status'] == 'ok']
-                g = math.exp(sum(map(math.log, ok)) / len(ok)) if ok else None
+                g = geomean(ok)
                 cells.append(f'{len(ok)}/{len(logs)}' + (f' {g:.3f}' if g else ''))
             print(f'| {h} | {ratio:.2f} | ' + ' | '.join(cells) + ' |')
     if summary_only:

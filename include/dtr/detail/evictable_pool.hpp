@@ -76,11 +76,7 @@ public:
     //! @brief Evicts `s` (a pool member): frees its bytes, keeps its recipe. Counted as an
     //! eager eviction when its last handle went (`eager`), else as a victim's.
     void evict(storage* s, bool eager) noexcept {
-        // A kept storage (keep_resident, no handle) is dropped like an eager eviction: only a
-        // recomputation can read it again, never the program.
-        const bool unheld =
-            eager || (rt_.options_.dealloc == dealloc_policy::keep_resident && s->tensors.empty());
-        if (rt_.offload_.offload_victim(s, unheld, eager)) return; // to the host tier instead
+        if (rt_.offload_.offload_victim(s, eager)) return; // copied out to the host tier instead
         rt_.memory_.free(s->ptr, s->bytes);
         s->ptr = typename Backend::pointer{};
         s->is_resident = false;

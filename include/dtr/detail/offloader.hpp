@@ -39,21 +39,21 @@ public:
     explicit offloader(Rt& rt) noexcept : base(rt) {}
 
     //! @brief Called when `s` is evicted: copies it out (or keeps its clean host copy)
-    //! instead of dropping it when the policy says so. `unheld`: nobody holds `s` (an eager
-    //! eviction, or a kept storage under keep_resident), so it leaves by transfer only with
-    //! a clean host copy; `eager`: counted as an eager eviction then. Returns: whether `s`
+    //! instead of dropping it when the policy says so. A storage nobody holds (an eager
+    //! eviction, `eager`, or a kept storage under keep_resident: only a recomputation can
+    //! read it again) leaves by transfer only with a clean host copy. Returns: whether `s`
     //! left the device that way (the caller then does not drop it).
-    bool offload_victim(storage* s, bool unheld, bool eager) noexcept {
+    bool offload_victim(storage* s, bool eager) noexcept {
         if constexpr (offloading_backend<Backend>) {
-            // The common case, inline: no host copy, and either a storage nobody holds (an
-            // eager eviction, or a kept storage: only a recomputation reads it back) or
+            const bool unheld = eager || (rt_.options_.dealloc == dealloc_policy::keep_resident &&
+                                          s->tensors.empty());
+            // The common case, inline: no host copy, and either a storage nobody holds or
             // offload off. Dropped.
             if (!s->host.valid() && (unheld || rt_.options_.offload == offload_policy::off))
                 return false;
             return offload_or_drop(s, unheld, eager);
         } else {
             (void)s;
-            (void)unheld;
             (void)eager;
             return false;
         }
