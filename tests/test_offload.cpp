@@ -80,6 +80,13 @@ struct add2 {
     }
 };
 
+// Pins `t` (a copy-back if offloaded); whether it is then resident.
+template <class Rt>
+bool resident_after_pin(Rt& rt, const dtr::tensor& t) {
+    auto g = rt.pin(t);
+    return rt.is_resident(t);
+}
+
 template <class Rt>
 unsigned char first_byte(Rt& rt, const dtr::tensor& t) {
     auto g = rt.pin(t);
@@ -233,6 +240,87 @@ TEST_CASE("a kept storage chosen as victim is dropped, not copied out, even unde
     CHECK(rt.stats().offloads == 1);
     CHECK(rt.backend().tier().used_bytes() == 100);
     rt.check_invariants();
+}
+
+TEST_CASE("sim: a storage copied out ahead of eviction later leaves without waiting") {
+    // 250-byte budget; a 100-byte transfer takes 200 ns. With offload_ahead = 1, once b is
+    // made (150 bytes resident, over half the budget) a has outlived one newer storage and
+    // is copied out ahead (2000..2200). c needs a's block at 2500: without the copy ahead,
+    // a's out-copy starts then and c's allocation waits 200 ns for it.
+    for (std::uint32_t ahead : {0u, 1u}) {
+        CAPTURE(ahead);
+        dtr::sim_backend backend;
+        backend.enable_host_tier(slow_tier());
+        sim_rt rt(
+            {.budget = 250, .offload = dtr::offload_policy::automatic, .offload_ahead = ahead},
+            std::move(backend));
+        dtr::tensor a = rt.call(make{100}, {}, {.cost = 1000});
+        CHECK(rt.stats().copies_ahead == 0); // 100 bytes: not over half the budget
+        dtr::tensor b = rt.call(make{50}, {}, {.cost = 1000});
+        CHECK(rt.stats().copies_ahead == ahead);
+        CHECK(rt.is_resident(a)); // a copy ahead leaves the storage where it is
+        rt.call_n(0, [](auto&) {}, {}, {.cost = 500});          // 500 ns of compute, no output
+        dtr::tensor c = rt.call(make{150}, {}, {.cost = 1000}); // evicts a (lru)
+        CHECK(rt.is_offloaded(a));
+        CHECK(rt.stats().offloads_clean == ahead);
+        CHECK(rt.stats().offloads == 1 - ahead);
+        CHECK(rt.stats().transfer_stall == (ahead ? 0 : 200));
+        CHECK(rt.clock() == (ahead ? 3500 : 3700));
+        rt.check_invariants();
+        if (ahead != 0) {
+            // b was copied ahead after c ran (3500..3650). Reading a evicts b: its block is
+            // reusable once that copy has read it (3650), then a comes back (3650..3850).
+            CHECK(rt.stats().copies_ahead == 2);
+            CHECK(resident_after_pin(rt, a));
+            CHECK(rt.is_offloaded(b));
+            CHECK(rt.clock() == 3850);
+            CHECK(rt.stats().transfer_stall == 350);
+            CHECK(rt.stats().offloads_clean == 2);
+        }
+    }
+}
+
+TEST_CASE("offload_ahead: nothing below half the budget, nothing young, nothing cheap to redo") {
+    dtr::sim_backend backend;
+    backend.enable_host_tier(slow_tier());
+    sim_rt rt({.budget = 1000, .offload = dtr::offload_policy::automatic, .offload_ahead = 1},
+              std::move(backend));
+    dtr::tensor a = rt.call(make{200}, {}, {.cost = 100});
+    CHECK(rt.stats().copies_ahead == 0); // 200 of 1000: below half
+    dtr::tensor b = rt.call(make{400}, {}, {.cost = 10'000});
+    // 600 bytes: b is the newest (not yet outlived one), and a's 300 ns copy-back would cost
+    // more than its 100 ns recomputation.
+    CHECK(rt.stats().copies_ahead == 0);
+    // Two more storages: of the older ones, the largest worth it (b) is copied.
+    auto c = rt.call<2>(
+        [](auto& ctx) {
+            ctx.output(0, 50);
+            ctx.output(1, 100);
+        },
+        {}, {.cost = 10'000});
+    CHECK(rt.stats().copies_ahead == 1);
+    CHECK(rt.backend().tier().used_bytes() == 400);
+    CHECK(rt.clock() == 20'100);
+    rt.check_invariants();
+    // Freeing b frees its host copy, but its block is reusable only once the copy in flight
+    // (20'100..20'600) has read it: the next allocation waits.
+    b.reset();
+    CHECK(rt.backend().tier().used_bytes() == 0);
+    CHECK(rt.stats().host_bytes == 0);
+    dtr::tensor d = rt.call(make{10}, {}, {.cost = 1});
+    CHECK(rt.stats().transfer_stall == 500);
+    CHECK(rt.clock() == 20'601);
+}
+
+TEST_CASE("offload_ahead on a backend that cannot copy ahead is refused at construction") {
+    CHECK_THROWS_WITH_AS(
+        (dtr::runtime<dtr::host_arena_backend, dtr::heuristics::lru>(
+            {.budget = 256, .offload = dtr::offload_policy::always, .offload_ahead = 4},
+            dtr::host_arena_backend(256))),
+        doctest::Contains("offload_ahead needs a backend that copies out ahead"), dtr::logic_error);
+    static_assert(dtr::copying_ahead_backend<dtr::sim_backend>);
+    static_assert(dtr::copying_ahead_backend<dtr::host_backend>);
+    static_assert(!dtr::copying_ahead_backend<dtr::host_arena_backend>);
 }
 
 TEST_CASE("host: offloaded storages come back bit for bit, constants too") {
@@ -389,7 +477,7 @@ TEST_CASE("random programs with offload read exactly what the unbudgeted run rea
     // A tenth of the property test's programs: offload changes where bytes wait, not values.
     const dtr_test::property_programs programs(
         "offload property test", std::max<std::uint64_t>(1, DTR_PROPERTY_PROGRAMS / 10));
-    std::uint64_t runs = 0, offloaded = 0, copied_back = 0;
+    std::uint64_t runs = 0, offloaded = 0, copied_back = 0, copied_ahead = 0;
     programs.for_each([&](const dtr_test::program_case& c) {
         dtr_test::program_trace reference;
         try {
@@ -405,8 +493,14 @@ TEST_CASE("random programs with offload read exactly what the unbudgeted run rea
                 const std::size_t budget = dtr_test::draw_budget(reference, rng);
                 INFO(c.replay, " policy=", static_cast<int>(policy),
                      " dealloc=", static_cast<int>(dealloc), " budget=", budget);
-                dtr::runtime_options o{
-                    .budget = budget, .dealloc = dealloc, .mutation = c.scope, .offload = policy};
+                // Half the runs copy out ahead of eviction as well, at ages 1 to 8.
+                const auto ahead = static_cast<std::uint32_t>((rng() & 1) != 0 ? 1 + rng() % 8 : 0);
+                INFO("offload_ahead=", ahead);
+                dtr::runtime_options o{.budget = budget,
+                                       .dealloc = dealloc,
+                                       .mutation = c.scope,
+                                       .offload = policy,
+                                       .offload_ahead = ahead};
                 dtr_test::program_trace t;
                 try {
                     t = run_offload<dtr::heuristics::dtr_local>(c.seed, c.steps, o, true);
@@ -418,14 +512,19 @@ TEST_CASE("random programs with offload read exactly what the unbudgeted run rea
                 ++runs;
                 offloaded += t.offloads;
                 copied_back += t.copy_backs;
+                copied_ahead += t.copies_ahead;
             }
         }
     });
-    std::printf("offload property test: %llu budgeted runs, %llu offloads, %llu copy-backs\n",
-                static_cast<unsigned long long>(runs), static_cast<unsigned long long>(offloaded),
-                static_cast<unsigned long long>(copied_back));
+    std::printf(
+        "offload property test: %llu budgeted runs, %llu offloads, %llu copy-backs, "
+        "%llu copies ahead\n",
+        static_cast<unsigned long long>(runs), static_cast<unsigned long long>(offloaded),
+        static_cast<unsigned long long>(copied_back),
+        static_cast<unsigned long long>(copied_ahead));
     if (!programs.single() && programs.count() >= 20) {
         CHECK(offloaded > 0);
         CHECK(copied_back > 0);
+        CHECK(copied_ahead > 0);
     }
 }

@@ -31,8 +31,9 @@
 // Transfers cost --offload-latency ns + bytes / --offload-bandwidth (bytes per second; the
 // logs' costs are nanoseconds) on one copy stream that overlaps compute (--no-overlap: the
 // clock waits for every transfer); --offload-capacity caps the tier's bytes; --prefetch N hints
-// the offloaded inputs of the next N records after each operator. The slowdown then counts the
-// clock's waits for transfers, and the JSON carries the offload counters.
+// the offloaded inputs of the next N records after each operator; --offload-ahead N copies
+// storages that outlived N newer ones out while the copy stream is idle. The slowdown
+// then counts the clock's waits for transfers, and the JSON carries the offload counters.
 #include "heuristic_registry.hpp"
 
 #include <dtr_tools/cli.hpp>
@@ -171,6 +172,11 @@ int main(int argc, char** argv) {
     app.add_option("--prefetch", prefetch,
                    "after each operator, prefetch the offloaded inputs of the next N records")
         ->capture_default_str();
+    std::uint32_t offload_ahead = 0;
+    app.add_option("--offload-ahead", offload_ahead,
+                   "with --offload: copy storages that outlived N newer ones out ahead of "
+                   "eviction while the copy stream is idle (0: never)")
+        ->capture_default_str();
     if (auto status = dtr::tools::parse_command_line(app, argc, argv)) return *status;
     const dtr::offload_policy offload = offload_name == "auto"     ? dtr::offload_policy::automatic
                                         : offload_name == "always" ? dtr::offload_policy::always
@@ -253,6 +259,7 @@ int main(int argc, char** argv) {
             options.offload = offload;
             options.tier = tier;
             options.prefetch_lookahead = prefetch;
+            options.offload_ahead = offload != dtr::offload_policy::off ? offload_ahead : 0;
             t.result = dtr_bench::replay_with(t.heuristic, search, traces[t.log], options, seed);
         }
     };
@@ -345,6 +352,8 @@ int main(int argc, char** argv) {
                     << ", \"offload_latency_ns\": " << tier.transfer.latency
                     << ", \"overlap\": " << (tier.overlap ? "true" : "false")
                     << ", \"prefetch_lookahead\": " << prefetch
+                    << ", \"offload_ahead\": " << offload_ahead
+                    << ", \"copies_ahead\": " << r.stats.copies_ahead
                     << ", \"offloads\": " << r.stats.offloads
                     << ", \"offloads_clean\": " << r.stats.offloads_clean
                     << ", \"constant_offloads\": " << r.stats.constant_offloads

@@ -43,6 +43,7 @@ struct counters {
     // ---- offload (runtime_options::offload; all 0 when it is off) ----
     std::uint64_t offloads = 0;          //!< victims copied out to the host tier
     std::uint64_t offloads_clean = 0;    //!< victims that already had a host copy: no out-copy
+    std::uint64_t copies_ahead = 0;      //!< out-copies of resident storages (offload_ahead)
     std::uint64_t constant_offloads = 0; //!< of offloads + offloads_clean, constants
     std::uint64_t copy_backs = 0;        //!< offloaded storages copied back to the device
     std::uint64_t prefetches = 0;        //!< of copy_backs, issued before an operator needed them
@@ -72,7 +73,7 @@ inline std::ostream& operator<<(std::ostream& os, const counters& c) {
               << " runtime_work_in_operators=" << c.runtime_work_in_operators
               << " fragmented_allocations=" << c.fragmented_allocations
               << " window_evictions=" << c.window_evictions << " offloads=" << c.offloads
-              << " offloads_clean=" << c.offloads_clean
+              << " offloads_clean=" << c.offloads_clean << " copies_ahead=" << c.copies_ahead
               << " constant_offloads=" << c.constant_offloads << " copy_backs=" << c.copy_backs
               << " prefetches=" << c.prefetches << " bytes_offloaded=" << c.bytes_offloaded
               << " bytes_copied_back=" << c.bytes_copied_back << " host_bytes=" << c.host_bytes

@@ -85,6 +85,26 @@ concept offloading_backend = backend<B> && std::default_initializable<typename B
     noexcept;
 };
 
+//! @brief Optional capability beside dtr::offloading_backend: copies out ahead of eviction
+//! (runtime_options::offload_ahead), which read a block that stays in use.
+//! - `copy_stream_idle(now)`: whether the copy stream has nothing in flight at clock `now`
+//!   (an ahead copy is started only then, so that it delays no copy-back by more than itself);
+//! - `copy_out_ahead(src, n, now)`: as copy_out(), except that later compute is not ordered
+//!   after the transfer (the block stays the storage's); `reusable_at` is when the transfer
+//!   has read the block;
+//! - `fence_host_copy(copy)`: the block an ahead copy read is about to be freed: work that
+//!   reuses it must wait until the read is done (a backend that orders this by the clock,
+//!   through `reusable_at`, does nothing here) (noexcept).
+template <class B>
+concept copying_ahead_backend = offloading_backend<B> &&
+    requires(B& b, const B& cb, typename B::const_pointer cp, const typename B::host_copy& h,
+             std::size_t n, cost_t now) {
+    { cb.copy_stream_idle(now) } -> std::convertible_to<bool>;
+    { b.copy_out_ahead(cp, n, now) } -> std::same_as<copy_out_result<typename B::host_copy>>;
+    { b.fence_host_copy(h) }
+    noexcept;
+};
+
 //! @brief The bookkeeping a simulated or host tier shares: the bytes it holds against its
 //! capacity, and one copy stream on which transfers run one after another (a PCIe link
 //! carries one at full bandwidth), each starting when both the stream and its data are ready.
@@ -139,6 +159,10 @@ public:
         return tier_.cost(bytes);
     }
     [[nodiscard]] bool transfers_overlap() const noexcept { return tier_.options().overlap; }
+    //! @brief Whether the modelled copy stream is idle at clock `now`.
+    [[nodiscard]] bool copy_stream_idle(cost_t now) const noexcept {
+        return tier_.stream_free_at() <= now;
+    }
     //! @brief The tier's bookkeeping (bytes held, transfers, the copy stream).
     [[nodiscard]] const host_tier& tier() const noexcept { return tier_; }
 
@@ -224,6 +248,7 @@ template <class B, bool = offloading_backend<B>>
 struct host_slot {
     [[nodiscard]] static constexpr bool valid() noexcept { return false; }
     [[nodiscard]] static constexpr cost_t ready_at() noexcept { return 0; }
+    [[nodiscard]] static constexpr cost_t read_done_at() noexcept { return 0; }
 };
 
 //! On a backend with a tier: one pointer in every storage record, to state allocated at
@@ -249,12 +274,20 @@ public:
     }
     //! Precondition: the state exists (set by the copy-back of an offloaded storage).
     void set_ready_at(cost_t t) noexcept { state_->ready_at = t; }
+    //! Clock time at which the out-copy that made `copy()` has read the device block (0 if
+    //! none ran): the block may be reused only then.
+    [[nodiscard]] cost_t read_done_at() const noexcept {
+        return state_ == nullptr ? cost_t{0} : state_->read_done_at;
+    }
+    //! Precondition: the state exists (set by an out-copy).
+    void set_read_done_at(cost_t t) noexcept { state_->read_done_at = t; }
 
 private:
     struct state_type {
         typename B::host_copy copy{};
         bool valid = false;
         cost_t ready_at = 0;
+        cost_t read_done_at = 0;
     };
     state_type& state() {
         if (state_ == nullptr) state_ = std::make_unique<state_type>();

@@ -166,6 +166,14 @@ struct runtime_options {
     placement_policy placement = placement_policy::best_fit;
     //! Whether victims may be offloaded to the backend's host tier instead of dropped.
     offload_policy offload = offload_policy::off;
+    //! Under offload: copies out ahead of eviction (0: none). After each first run, once
+    //! resident bytes exceed half the budget and while the copy stream is idle, a storage
+    //! that has outlived this many newer ones and is worth offloading (a copy-back cheaper
+    //! than recomputing it; any, under `always`) gets a host copy, overlapping compute.
+    //! Evicting it later needs no out-copy, so nothing waits for one. Needs a backend
+    //! modelling dtr::copying_ahead_backend (the constructor throws dtr::logic_error
+    //! otherwise).
+    std::uint32_t offload_ahead = 0;
     //! Where in-place updates of computed storages write their new version.
     in_place_writes in_place = in_place_writes::copy;
 };

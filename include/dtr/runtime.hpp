@@ -112,7 +112,12 @@ public:
     //! `heuristic`; nothing is allocated.
     explicit runtime(runtime_options options = {}, Backend backend = Backend{},
                      Heuristic heuristic = Heuristic{})
-        : backend_(std::move(backend)), heuristic_(std::move(heuristic)), options_(options) {}
+        : backend_(std::move(backend)), heuristic_(std::move(heuristic)), options_(options) {
+        DTR_EXPECTS(options_.offload_ahead == 0 || copying_ahead_backend<Backend>,
+                    "runtime_options::offload_ahead needs a backend that copies out ahead of "
+                    "eviction (dtr::copying_ahead_backend: copy_stream_idle, copy_out_ahead, "
+                    "fence_host_copy); this one does not");
+    }
 
     runtime(const runtime&) = delete;
     runtime& operator=(const runtime&) = delete;
@@ -518,6 +523,7 @@ void runtime<B, H>::call_impl(Op&& op, std::span<const tensor> inputs, std::size
     remat_.secure_inputs(*record);           // pinned, evicted ones recomputed
     exec_.run(*record, false, options.cost); // on failure: buffers freed, inputs unpinned
     exec_.commit(std::move(record), results, mutated_nodes);
+    if (options_.offload_ahead != 0) offload_.copy_ahead();
 }
 
 template <class B, class H>

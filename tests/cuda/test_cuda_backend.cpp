@@ -141,7 +141,8 @@ std::vector<std::uint32_t> bits_of(Runtime& rt, const tensor& t) {
 
 struct program_result {
     std::vector<std::vector<std::uint32_t>> reads;
-    std::uint64_t evictions = 0, remats = 0, retries = 0, offloads = 0, copy_backs = 0;
+    std::uint64_t evictions = 0, remats = 0, retries = 0, offloads = 0, copy_backs = 0,
+                  copies_ahead = 0;
     std::size_t peak_resident = 0, peak_physical = 0;
 };
 
@@ -208,6 +209,7 @@ program_result run_program(Runtime& rt, std::uint64_t seed, std::size_t steps,
     r.retries = rt.stats().allocation_retries;
     r.offloads = rt.stats().offloads + rt.stats().offloads_clean;
     r.copy_backs = rt.stats().copy_backs;
+    r.copies_ahead = rt.stats().copies_ahead;
     r.peak_resident = rt.stats().peak_resident_bytes;
     rt.check_invariants();
     return r;
@@ -223,11 +225,13 @@ program_result host_reference(std::uint64_t seed, std::size_t steps) {
 program_result device_run(std::uint64_t seed, std::size_t steps, std::size_t& region,
                           cudaStream_t stream, cublasHandle_t blas,
                           dtr::cuda_backend_options options = {},
-                          dtr::offload_policy offload = dtr::offload_policy::off) {
+                          dtr::offload_policy offload = dtr::offload_policy::off,
+                          std::uint32_t offload_ahead = 0) {
     for (int attempt = 0;; ++attempt) {
         try {
             dtr::runtime<dtr::cuda_backend, dtr::heuristics::dtr_local> rt(
-                {.budget = region, .offload = offload}, dtr::cuda_backend(region, stream, options));
+                {.budget = region, .offload = offload, .offload_ahead = offload_ahead},
+                dtr::cuda_backend(region, stream, options));
             program_result r = run_program(rt, seed, steps, blas);
             rt.settle_costs();
             CHECK(rt.backend().measurements_in_flight() == 0);
@@ -361,7 +365,7 @@ TEST_CASE(
     "reads") {
     stream_guard stream;
     blas_guard blas(stream.get());
-    std::uint64_t offloads = 0, copy_backs = 0;
+    std::uint64_t offloads = 0, copy_backs = 0, copies_ahead = 0;
     for (std::uint64_t seed = 1; seed <= 8; ++seed) {
         CAPTURE(seed);
         const std::size_t steps = 120;
@@ -370,17 +374,24 @@ TEST_CASE(
         dtr::cuda_backend_options options;
         options.host_tier = true;
         options.tier.transfer = {.bandwidth = 25e9, .latency = 0};
+        // Seeds 3, 4, 7 and 8 also copy out ahead of eviction, storages that outlived two
+        // newer ones (copy_out_ahead: the compute stream does not wait for those transfers,
+        // only a block's reuse does).
         const program_result device =
             device_run(seed, steps, region, stream.get(), blas.get(), options,
-                       seed % 2 ? dtr::offload_policy::always : dtr::offload_policy::automatic);
+                       seed % 2 ? dtr::offload_policy::always : dtr::offload_policy::automatic,
+                       (seed - 1) % 4 >= 2 ? 2 : 0);
         CAPTURE(region);
         CHECK(device.reads == reference.reads);
         offloads += device.offloads;
         copy_backs += device.copy_backs;
+        copies_ahead += device.copies_ahead;
     }
-    MESSAGE("device programs with offload: ", offloads, " offloads, ", copy_backs, " copy-backs");
+    MESSAGE("device programs with offload: ", offloads, " offloads, ", copy_backs, " copy-backs, ",
+            copies_ahead, " copies ahead");
     CHECK(offloads > 0);
     CHECK(copy_backs > 0);
+    CHECK(copies_ahead > 0);
     // The tier is the backend's own: a backend without one never transfers.
     dtr::cuda_backend plain(1 << 16, stream.get());
     CHECK_FALSE(plain.has_host_tier());

@@ -50,6 +50,7 @@ struct program_trace {
     std::size_t budget_lifts = 0;                 //!< of which recovered only by lifting the budget
     std::uint64_t evictions = 0, remats = 0, banishments = 0;
     std::uint64_t offloads = 0, copy_backs = 0; //!< offload (runtime_options::offload)
+    std::uint64_t copies_ahead = 0;             //!< runtime_options::offload_ahead
     std::uint64_t in_place_reuses = 0;          //!< runtime_options::in_place
     // Pin guards.
     std::uint64_t guards_taken = 0;    //!< read and write guards taken
@@ -153,6 +154,7 @@ public:
         trace_.banishments = rt_.stats().banishments;
         trace_.offloads = rt_.stats().offloads + rt_.stats().offloads_clean;
         trace_.copy_backs = rt_.stats().copy_backs;
+        trace_.copies_ahead = rt_.stats().copies_ahead;
         if constexpr (fault_injecting_runtime<Runtime>) {
             trace_.allocation_faults = rt_.backend().faults().allocation_faults;
             trace_.execution_faults = rt_.backend().faults().execution_faults();

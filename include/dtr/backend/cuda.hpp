@@ -416,6 +416,42 @@ public:
         tier_.hold(bytes);
         return {host_copy{p}, now};
     }
+    //! @brief Returns: whether the copy stream has nothing in flight (cudaStreamQuery);
+    //! false without a host tier. `now` is unused: the stream itself answers.
+    [[nodiscard]] bool copy_stream_idle(cost_t /*now*/) const noexcept {
+        if (copy_stream_ == nullptr) return false;
+        const cudaError_t e = cudaStreamQuery(copy_stream_);
+        if (e != cudaSuccess && e != cudaErrorNotReady) (void)cudaGetLastError();
+        return e == cudaSuccess;
+    }
+    //! @brief A new host copy of the device block `src`, which stays in use
+    //! (runtime_options::offload_ahead; host tier only).
+    //!
+    //! Effects: as copy_out(), except that stream() does not wait for the transfer: the
+    //! compute enqueued later overlaps it. Before the block is freed, fence_host_copy()
+    //! orders its reuse after the transfer.
+    //! Returns: the copy, and `now`.
+    //! Throws: as copy_out().
+    [[nodiscard]] copy_out_result<host_copy> copy_out_ahead(const_pointer src, std::size_t bytes,
+                                                            cost_t now) {
+        void* p = nullptr;
+        DTR_CUDA_TRY(cudaHostAlloc(&p, bytes == 0 ? 1 : bytes, cudaHostAllocDefault));
+        try {
+            transfer(p, src.get(), bytes, cudaMemcpyDeviceToHost, false);
+        } catch (...) {
+            (void)cudaFreeHost(p);
+            throw;
+        }
+        tier_.hold(bytes);
+        return {host_copy{p}, now};
+    }
+    //! @brief Effects: makes stream() wait for the transfers issued so far (the last one
+    //! recorded on the copy stream, which runs them in order), so that the block an ahead
+    //! copy reads is reused only after it has been read. CUDA errors are ignored and cleared.
+    void fence_host_copy(const host_copy& /*copy*/) noexcept {
+        if (copy_stream_ == nullptr) return;
+        if (cudaStreamWaitEvent(stream_, copy_done_, 0) != cudaSuccess) (void)cudaGetLastError();
+    }
     //! @brief Effects: enqueues the copy of a host copy into the device block `dst` on the
     //! copy stream, after the work already on stream(); stream() waits for it before
     //! anything enqueued later (the operators that read `dst`). The host does not wait, and
@@ -448,12 +484,15 @@ public:
 
 private:
     //! One transfer on the copy stream, ordered after stream()'s work and before its next.
-    void transfer(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+    //! A transfer on the copy stream after the work on stream(); `compute_waits`: stream()
+    //! waits for it before anything enqueued later.
+    void transfer(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
+                  bool compute_waits = true) {
         DTR_CUDA_TRY(cudaEventRecord(compute_done_, stream_));
         DTR_CUDA_TRY(cudaStreamWaitEvent(copy_stream_, compute_done_, 0));
         if (bytes != 0) DTR_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, kind, copy_stream_));
         DTR_CUDA_TRY(cudaEventRecord(copy_done_, copy_stream_));
-        DTR_CUDA_TRY(cudaStreamWaitEvent(stream_, copy_done_, 0));
+        if (compute_waits) DTR_CUDA_TRY(cudaStreamWaitEvent(stream_, copy_done_, 0));
     }
 
     struct timing_slot {

@@ -131,6 +131,15 @@ public:
         if (bytes != 0) std::memcpy(dst, copy.bytes, bytes);
         return tier_.issue(bytes, now, copy.written_at);
     }
+    //! @brief An out-copy ahead of eviction (runtime_options::offload_ahead): the same
+    //! transfer on the modelled copy stream; `reusable_at` (its end) is when it has read the
+    //! block, which the runtime's clock waits for before the block is reused.
+    [[nodiscard]] copy_out_result<host_copy> copy_out_ahead(const_pointer src, std::size_t bytes,
+                                                            cost_t now) {
+        return copy_out(src, bytes, now);
+    }
+    //! @brief Nothing to order: the runtime's clock waits for `reusable_at`.
+    void fence_host_copy(const host_copy&) noexcept {}
     //! @brief Effects: frees a host copy and its room in the tier.
     void free_host(host_copy& copy, std::size_t bytes) noexcept {
         ::operator delete (copy.bytes, std::align_val_t{alignment});

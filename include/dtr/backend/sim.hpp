@@ -190,6 +190,15 @@ public:
     cost_t copy_in(pointer, const host_copy& copy, std::size_t bytes, cost_t now) noexcept {
         return tier_.issue(bytes, now, copy.written_at);
     }
+    //! @brief An out-copy ahead of eviction (runtime_options::offload_ahead): the same
+    //! transfer on the modelled copy stream; `reusable_at` (its end) is when it has read the
+    //! block, which the runtime's clock waits for before the block is reused.
+    [[nodiscard]] copy_out_result<host_copy> copy_out_ahead(const_pointer src, std::size_t bytes,
+                                                            cost_t now) {
+        return copy_out(src, bytes, now);
+    }
+    //! @brief Nothing to order: the runtime's clock waits for `reusable_at`.
+    void fence_host_copy(const host_copy&) noexcept {}
     //! @brief Effects: frees a host copy's room in the tier.
     void free_host(host_copy&, std::size_t bytes) noexcept { tier_.release(bytes); }
 

@@ -13,6 +13,7 @@
 #include <dtr/options.hpp>
 
 #include <algorithm>
+#include <cstddef>
 #include <utility>
 
 namespace dtr::detail {
@@ -24,8 +25,9 @@ namespace dtr::detail {
 //! call in at a handful of places (docs/design.md, "Offload"): evictable_pool::evict
 //! (offload_victim) and its score scan (score_factor), budgeted_memory when nothing
 //! evictable is left (offload_fixed) and on success (wait_for_freed_memory), the
-//! rematerializer (copy_back, wait_for), execution::run (wait_for_inputs), and the
-//! destruction of a storage or of the runtime, and pin_for_write (release_host_copy).
+//! rematerializer (copy_back, wait_for), execution::run (wait_for_inputs), the end of
+//! each call (copy_ahead), and the destruction of a storage or of the runtime, and
+//! pin_for_write (release_host_copy).
 //!
 //! @tparam Rt the runtime: its backend, options, counters, clock, pool and memory.
 template <class Rt, class Backend, class Meta>
@@ -56,6 +58,36 @@ public:
             (void)s;
             (void)eager;
             return false;
+        }
+    }
+
+    //! @brief After a first run: starts an out-copy ahead of eviction
+    //! (runtime_options::offload_ahead) of a storage that has outlived `offload_ahead` newer
+    //! ones, when resident bytes exceed half the budget and the backend's copy stream is
+    //! idle: of the four storages next older than that, the largest worth a copy. A
+    //! storage that young readers free soon after it is made would make its block wait for
+    //! the copy; one that outlived as many newer storages is likely kept for later (a
+    //! forward activation that backward reads). A failed copy is not an error: the storage
+    //! stays as it was. Complexity: offload_ahead + 4 steps through the storage list.
+    void copy_ahead() noexcept {
+        if constexpr (copying_ahead_backend<Backend>) {
+            const runtime_options& o = rt_.options_;
+            if (o.offload_ahead == 0 || o.offload == offload_policy::off ||
+                rt_.counters_.resident_bytes <= o.budget / 2 ||
+                !rt_.backend_.copy_stream_idle(rt_.clock_))
+                return;
+            auto& list = rt_.graph_.storages; // in order of creation
+            auto it = list.end();
+            for (std::uint32_t newer = 0; newer < o.offload_ahead; ++newer) {
+                if (it == list.begin()) return;
+                --it;
+            }
+            storage* best = nullptr;
+            for (int k = 0; k < 4 && it != list.begin(); ++k) {
+                storage& s = *--it;
+                if ((best == nullptr || s.bytes > best->bytes) && worth_copying_ahead(s)) best = &s;
+            }
+            if (best != nullptr) start_out_copy(best, true);
         }
     }
 
@@ -125,9 +157,38 @@ private:
     //! offload_victim past its inline test.
     bool offload_or_drop(storage* s, bool unheld, bool eager) noexcept;
     //! Starts the out-copy of resident `s` into a new host copy; false if the tier refused.
-    bool start_out_copy(storage* s) noexcept;
+    //! `ahead`: `s` stays on the device (runtime_options::offload_ahead).
+    bool start_out_copy(storage* s, bool ahead = false) noexcept;
+    //! Whether resident `s` should get a host copy ahead of eviction: it is recomputable,
+    //! held (a storage nobody holds is dropped when evicted: offload_victim), has none, fits
+    //! the tier, and (under `automatic`) copying it back would be cheaper than recomputing
+    //! it, as offload_decision judges a victim with a copy.
+    [[nodiscard]] bool worth_copying_ahead(const storage& s) const noexcept {
+        if constexpr (offloading_backend<Backend>) {
+            if (!s.is_resident || s.host.valid() || !s.rematerializable() || s.bytes == 0 ||
+                s.tensors.empty())
+                return false;
+            if (!rt_.backend_.host_room(s.bytes)) return false;
+            return rt_.options_.offload == offload_policy::always ||
+                   rt_.backend_.transfer_cost(s.bytes) < recompute_estimate(s.view());
+        } else {
+            (void)s;
+            return false;
+        }
+    }
     //! Frees the device block of `s`, which has a valid host copy (now offloaded).
     void leave_device(storage* s) noexcept;
+    //! The device block of `s`, which has a valid host copy, is about to be freed: its
+    //! reuse waits until the out-copy has read it (on the clock, and on the backend).
+    void source_freed(storage* s) noexcept {
+        if constexpr (offloading_backend<Backend>) {
+            freed_memory_at_ = std::max(freed_memory_at_, s->host.read_done_at());
+            if constexpr (copying_ahead_backend<Backend>)
+                rt_.backend_.fence_host_copy(std::as_const(s->host.copy()));
+        } else {
+            (void)s;
+        }
+    }
 
     using base::rt_;
     cost_t freed_memory_at_ = 0; //!< when the last out-copy releases its device block
@@ -137,6 +198,7 @@ template <class Rt, class Backend, class Meta>
 void offloader<Rt, Backend, Meta>::release_host_copy(storage* s) noexcept {
     if constexpr (offloading_backend<Backend>) {
         if (!s->host.valid()) return;
+        if (s->is_resident) source_freed(s); // destroyed: its block is freed with the copy
         rt_.backend_.free_host(s->host.copy(), s->bytes);
         s->host.set_valid(false);
         rt_.counters_.host_bytes -= std::min(rt_.counters_.host_bytes, s->bytes);
@@ -146,20 +208,32 @@ void offloader<Rt, Backend, Meta>::release_host_copy(storage* s) noexcept {
 }
 
 template <class Rt, class Backend, class Meta>
-bool offloader<Rt, Backend, Meta>::start_out_copy(storage* s) noexcept {
+bool offloader<Rt, Backend, Meta>::start_out_copy(storage* s, bool ahead) noexcept {
     if constexpr (offloading_backend<Backend>) {
         counters& stats = rt_.counters_;
         try {
             typename Backend::host_copy& slot = s->host.copy(); // may allocate: inside the try
-            copy_out_result<typename Backend::host_copy> r =
-                rt_.backend_.copy_out(s->ptr, s->bytes, rt_.clock_);
+            copy_out_result<typename Backend::host_copy> r{};
+            if constexpr (copying_ahead_backend<Backend>) {
+                r = ahead ? rt_.backend_.copy_out_ahead(s->ptr, s->bytes, rt_.clock_)
+                          : rt_.backend_.copy_out(s->ptr, s->bytes, rt_.clock_);
+            } else {
+                r = rt_.backend_.copy_out(s->ptr, s->bytes, rt_.clock_);
+            }
             slot = std::move(r.copy);
-            freed_memory_at_ = std::max(freed_memory_at_, r.reusable_at);
+            s->host.set_read_done_at(r.reusable_at);
+            // A victim's block is reused as soon as it is free; an ahead copy's only when the
+            // storage leaves the device (leave_device) or is destroyed (release_host_copy).
+            if (!ahead) freed_memory_at_ = std::max(freed_memory_at_, r.reusable_at);
         } catch (...) {
             return false; // the tier could not take it
         }
         s->host.set_valid(true);
-        ++stats.offloads;
+        if (ahead) {
+            ++stats.copies_ahead;
+        } else {
+            ++stats.offloads;
+        }
         stats.bytes_offloaded += s->bytes;
         stats.transfer_cost += rt_.backend_.transfer_cost(s->bytes);
         stats.host_bytes += s->bytes;
@@ -174,6 +248,7 @@ bool offloader<Rt, Backend, Meta>::start_out_copy(storage* s) noexcept {
 template <class Rt, class Backend, class Meta>
 void offloader<Rt, Backend, Meta>::leave_device(storage* s) noexcept {
     if (s->is_constant || s->producer == nullptr) ++rt_.counters_.constant_offloads;
+    source_freed(s);
     // Heuristics see no eviction: an offloaded storage comes back by transfer, so to them it
     // stays resident (storage_node::resident()); only the pool loses it.
     rt_.memory_.free(s->ptr, s->bytes);

@@ -96,6 +96,8 @@ struct replay_options {
     //! After each operator, hint (runtime::prefetch) the offloaded inputs of the operators
     //! in the next this many records of the log; 0: no look-ahead.
     std::size_t prefetch_lookahead = 0;
+    //! Copies out ahead of eviction (runtime_options::offload_ahead; with offload; 0: none).
+    std::uint32_t offload_ahead = 0;
 };
 
 //! @brief What one replay measured.
@@ -168,7 +170,8 @@ replay_result run_replay(const trace& t, const replay_options& options,
                                .restore = options.restore,
                                .fragmentation = options.fragmentation,
                                .placement = options.placement,
-                               .offload = options.offload};
+                               .offload = options.offload,
+                               .offload_ahead = options.offload_ahead};
     // Thrashing is caught inside a rematerialization too: a deep one can cost without bound.
     if (thrash_at > 0) rt_options.remat_limit = thrash_at - options.baseline_compute;
     sim_backend backend =
