@@ -61,8 +61,19 @@ $OFFLOAD --offload auto --offload-bandwidth 25e9 --offload-latency 5000 --json $
 $OFFLOAD --offload auto --offload-bandwidth 50e9 --offload-latency 5000 --json $OUT/offload-50.json $LOGS/*.log > /dev/null
 $OFFLOAD --offload auto --offload-bandwidth 50e9 --offload-latency 5000 --prefetch 8 \
          --json $OUT/offload-50-prefetch.json $LOGS/*.log > /dev/null
+#    Copies out ahead of eviction (storages that outlived 32 newer ones), alone and with released
+#    storages kept (kept first).
+for bw in 25 50; do
+  $OFFLOAD --offload auto --offload-bandwidth ${bw}e9 --offload-latency 5000 --offload-ahead 32 \
+           --json $OUT/offload-$bw-ahead32.json $LOGS/*.log > /dev/null
+  $OFFLOAD --offload auto --offload-bandwidth ${bw}e9 --offload-latency 5000 --offload-ahead 32 \
+           --dealloc keep --kept first --json $OUT/offload-$bw-ahead32-keep.json $LOGS/*.log > /dev/null
+done
 DTR_SHARED=$DTR_SHARED python3 bench/replay/offload_table.py $OUT/offload-off.json "25 GB/s=$OUT/offload-25.json" \
-    "50 GB/s=$OUT/offload-50.json" "50 GB/s, prefetch 8=$OUT/offload-50-prefetch.json" > $OUT/offload-tables.md
+    "50 GB/s=$OUT/offload-50.json" "50 GB/s, prefetch 8=$OUT/offload-50-prefetch.json" \
+    "25 GB/s, ahead 32=$OUT/offload-25-ahead32.json" "50 GB/s, ahead 32=$OUT/offload-50-ahead32.json" \
+    "25 GB/s, ahead 32, keep first=$OUT/offload-25-ahead32-keep.json" \
+    "50 GB/s, ahead 32, keep first=$OUT/offload-50-ahead32-keep.json" > $OUT/offload-tables.md
 
 # 8. Floors (issue 13, item 5): the lowest finishing ratio on a 0.01 grid for the default and
 #    dtr_held, under each restore discipline and with offload, beside each log's physical floor.
