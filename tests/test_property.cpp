@@ -48,20 +48,24 @@ void check_against(const dtr_test::program_trace& reference, std::uint64_t seed,
     const dtr_test::run_plan plan = dtr_test::draw_plan(fault_rng);
     // Keeping released storages resident instead of evicting them changes memory, never
     // values: half the eager runs keep (drawn from the budget, as in_place below).
+    // Of those, half keep only once the budget has bound (keep_once_bound).
     if (dealloc == dtr::dealloc_policy::eager_evict &&
         dtr_test::splitmix(seed ^ budget ^ 0x6b656570u) % 2)
-        dealloc = dtr::dealloc_policy::keep_resident;
-    const char* policy = dealloc == dtr::dealloc_policy::eager_evict     ? "eager_evict"
-                         : dealloc == dtr::dealloc_policy::keep_resident ? "keep_resident"
-                                                                         : "banish";
-    // Kept storages first or on their scores: half each (it matters under keep_resident only).
+        dealloc = dtr_test::splitmix(seed ^ budget ^ 0x6f6e6365u) % 2
+                      ? dtr::dealloc_policy::keep_once_bound
+                      : dtr::dealloc_policy::keep_resident;
+    const bool keeps = dealloc == dtr::dealloc_policy::keep_resident ||
+                       dealloc == dtr::dealloc_policy::keep_once_bound;
+    const char* policy = dealloc == dtr::dealloc_policy::eager_evict       ? "eager_evict"
+                         : dealloc == dtr::dealloc_policy::keep_resident   ? "keep_resident"
+                         : dealloc == dtr::dealloc_policy::keep_once_bound ? "keep_once_bound"
+                                                                           : "banish";
+    // Kept storages first or on their scores: half each (it matters only when keeping).
     const auto kept = dtr_test::splitmix(seed ^ budget ^ 0x6b657074u) % 2
                           ? dtr::kept_priority::first
                           : dtr::kept_priority::scored;
     INFO(replay, " heuristic=", std::string(Heuristic::name), " dealloc=", std::string(policy),
-         dealloc == dtr::dealloc_policy::keep_resident
-             ? (kept == dtr::kept_priority::first ? " kept=first" : " kept=scored")
-             : "",
+         keeps ? (kept == dtr::kept_priority::first ? " kept=first" : " kept=scored") : "",
          " in_place=", dtr_test::splitmix(seed ^ budget) % 2 ? "reuse" : "copy", " budget=", budget,
          " (reference peak ", reference.peak_resident, ", floor ", reference.floor, ") ",
          dtr_test::describe(plan));

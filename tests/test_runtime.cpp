@@ -442,7 +442,7 @@ TEST_CASE("keep_resident leaves a released storage to the policy, and can be swi
     CHECK(rt.backend().used_bytes() == 0);
     // banish is chosen at construction.
     CHECK(contains(logic_error_of([&] { rt.set_dealloc(dtr::dealloc_policy::banish); }),
-                   "set_dealloc: only eager_evict and keep_resident"));
+                   "set_dealloc: only eager_evict, keep_resident and keep_once_bound"));
     host_rt banishing({.dealloc = dtr::dealloc_policy::banish});
     CHECK(
         contains(logic_error_of([&] { banishing.set_dealloc(dtr::dealloc_policy::keep_resident); }),
@@ -478,6 +478,39 @@ TEST_CASE("kept storages go before held ones under kept_priority::first, not und
         CHECK(read(rt, h2) == pattern(0, 4, 2));
         rt.check_invariants();
     }
+}
+
+TEST_CASE("keep_once_bound releases eagerly until the budget first binds, then keeps") {
+    host_rt rt({.budget = 1 << 20, .dealloc = dtr::dealloc_policy::keep_once_bound});
+    tensor x = rt.constant(4, fill_with(0));
+    tensor a = rt.call(add_op{1}, {x}, {.cost = 1});
+    tensor b = rt.call(add_op{1}, {a}, {.cost = 1});
+    CHECK_FALSE(rt.keeps_released());
+    const std::size_t before = rt.resident_bytes();
+    a.reset(); // b's record reads a: evicted at once, as under eager_evict
+    CHECK(rt.stats().eager_evictions == 1);
+    CHECK(rt.resident_bytes() == before - 4);
+    // The budget binds: one victim.
+    tensor c = rt.call(add_op{1}, {b}, {.cost = 1});
+    rt.set_budget(rt.resident_bytes() - 4);
+    CHECK(rt.stats().victim_searches == 1);
+    CHECK(rt.keeps_released());
+    rt.set_budget(1 << 20);
+    // From now on a released storage with a dependent stays resident, until a victim is
+    // chosen.
+    tensor d = rt.call(add_op{1}, {x}, {.cost = 1});
+    tensor e = rt.call(add_op{1}, {d}, {.cost = 1});
+    const std::size_t resident = rt.resident_bytes();
+    d.reset();
+    CHECK(rt.stats().eager_evictions == 1);
+    CHECK(rt.resident_bytes() == resident);
+    CHECK(read(rt, e) == pattern(0, 4, 2));
+    rt.check_invariants();
+    // Switching back at run time is allowed, and so is switching to it.
+    rt.set_dealloc(dtr::dealloc_policy::eager_evict);
+    CHECK_FALSE(rt.keeps_released());
+    rt.set_dealloc(dtr::dealloc_policy::keep_once_bound);
+    CHECK(rt.keeps_released()); // the budget has bound before
 }
 
 TEST_CASE("banishing frees for good once dependents are resident") {

@@ -3,7 +3,7 @@
 // for several heuristics and budget ratios, and reports slowdowns as the DTR paper's
 // simulator does (budget = ratio x peak memory of an unlimited run).
 //
-//   dtr-replay [--heuristic NAME]... [--ratio R]... [--dealloc eager|banish|keep]
+//   dtr-replay [--heuristic NAME]... [--ratio R]... [--dealloc eager|banish|keep|keep-once-bound]
 //              [--kept first|scored] [--search S] [--thrash-limit X] [--seed N] [--jobs N]
 //              [--json FILE] [--why] [--restore-pins hold|yield] LOG...
 //
@@ -133,10 +133,11 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     app.add_flag("--why", why, "print the out_of_memory message of every oom cell");
     app.add_option("--dealloc", dealloc_name, "release policy")
-        ->check(CLI::IsMember({"eager", "banish", "keep"}))
+        ->check(CLI::IsMember({"eager", "banish", "keep", "keep-once-bound"}))
         ->capture_default_str();
     app.add_option("--kept", kept_name,
-                   "under --dealloc keep: kept storages go first, or compete on their scores")
+                   "under --dealloc keep and keep-once-bound: kept storages go first, or compete "
+                   "on their scores")
         ->check(CLI::IsMember({"first", "scored"}))
         ->capture_default_str();
     app.add_option("--restore-pins", restore_name, "pins while restoring inputs")
@@ -186,6 +187,7 @@ int main(int argc, char** argv) {
     if (arena) arena_alignment = dtr::arena::default_alignment;
     if (dealloc_name == "banish") dealloc = dtr::dealloc_policy::banish;
     if (dealloc_name == "keep") dealloc = dtr::dealloc_policy::keep_resident;
+    if (dealloc_name == "keep-once-bound") dealloc = dtr::dealloc_policy::keep_once_bound;
     const dtr::kept_priority kept =
         kept_name == "scored" ? dtr::kept_priority::scored : dtr::kept_priority::first;
     if (restore_name == "yield") restore = dtr::restore_pins::yield_when_full;
@@ -344,8 +346,10 @@ int main(int argc, char** argv) {
                     << ", \"region_peak_bytes\": " << r.region_peak
                     << ", \"region_over_budget\": " << (arena_capacity > 0 ? arena_capacity : 1.0);
             if (restore != dtr::restore_pins::hold) out << ", \"restore_pins\": \"yield\"";
-            if (dealloc == dtr::dealloc_policy::keep_resident)
-                out << ", \"dealloc\": \"keep\", \"kept\": \"" << kept_name << "\"";
+            if (dealloc == dtr::dealloc_policy::keep_resident ||
+                dealloc == dtr::dealloc_policy::keep_once_bound)
+                out << ", \"dealloc\": \"" << dealloc_name << "\", \"kept\": \"" << kept_name
+                    << "\"";
             if (offload != dtr::offload_policy::off)
                 out << ", \"offload\": \"" << offload_name
                     << "\", \"offload_bandwidth\": " << tier.transfer.bandwidth

@@ -886,6 +886,10 @@ public:
         }
         dtr::runtime_options o;
         o.budget = budget;
+        // Released storages are kept only where park_released says so (update_dealloc):
+        // keeping them in backward too, as the runtime's default keep_once_bound would,
+        // is what park_released's rule avoids.
+        o.dealloc = dtr::dealloc_policy::eager_evict;
         // The in-place operators that reach the runtime's mutation (those the bridge does
         // not rewrite out of place or run on an unread constant, below) write into the old
         // version's block when nothing else holds it, instead of a copy.

@@ -286,12 +286,20 @@ public:
     //! set_budget() or the allowance is restarted here; nothing computed is lost meanwhile.
     //! Throws: dtr::logic_error on a negative or NaN limit, or from inside an operator.
     void set_remat_limit(cost_t limit);
-    //! @brief Sets runtime_options::dealloc for releases from now on: eager_evict and
-    //! keep_resident may be exchanged at any time outside an operator (a framework keeping
-    //! released storages only in some phases: outside backward, once the budget binds);
-    //! storages kept so far stay until the policy evicts them.
+    //! @brief Sets runtime_options::dealloc for releases from now on: eager_evict,
+    //! keep_resident and keep_once_bound may be exchanged at any time outside an operator (a
+    //! framework keeping released storages only in some phases: outside backward, once the
+    //! budget binds); storages kept so far stay until the policy evicts them.
     //! Throws: dtr::logic_error when switching to or from banish, or from inside an operator.
     void set_dealloc(dealloc_policy policy);
+    //! @brief Returns: whether a storage that loses its last handle now stays resident
+    //! (keep_resident, or keep_once_bound after the budget first made the runtime choose a
+    //! victim).
+    [[nodiscard]] bool keeps_released() const noexcept {
+        return options_.dealloc == dealloc_policy::keep_resident ||
+               (options_.dealloc == dealloc_policy::keep_once_bound &&
+                counters_.victim_searches != 0);
+    }
     //! @brief Returns: bytes resident now (storages and the running operator's buffers).
     [[nodiscard]] std::size_t resident_bytes() const noexcept { return counters_.resident_bytes; }
     //! @brief Returns: the runtime clock, the total cost of every operator run so far (ns).
@@ -717,7 +725,8 @@ template <class B, class H>
 void runtime<B, H>::set_dealloc(dealloc_policy policy) {
     DTR_EXPECTS(!in_operator_, "set_dealloc() called from inside an operator");
     DTR_EXPECTS((policy == dealloc_policy::banish) == (options_.dealloc == dealloc_policy::banish),
-                "set_dealloc: only eager_evict and keep_resident can be switched at run time "
+                "set_dealloc: only eager_evict, keep_resident and keep_once_bound can be switched "
+                "at run time "
                 "(banish is chosen at construction: its pending banishments cannot be withdrawn)");
     options_.dealloc = policy;
 }

@@ -47,7 +47,8 @@ public:
 
     //! @brief `s` lost its last handle: freed when nothing depends on it, else evicted
     //! (eager_evict), evicted and marked for banishing (banish), or left as it is
-    //! (keep_resident: the policy evicts it when it chooses).
+    //! (keep_resident, and keep_once_bound once the budget has bound: the policy evicts it
+    //! when it chooses).
     void on_last_handle(storage* s) noexcept {
         rt_.hook_on_release(*s);
         if (s->consumers.empty()) {
@@ -55,7 +56,7 @@ public:
             return;
         }
         const dealloc_policy policy = rt_.options_.dealloc;
-        if (policy == dealloc_policy::keep_resident) return;
+        if (rt_.keeps_released()) return;
         if (s->evictable()) rt_.pool_.evict(s, true);
         if (policy == dealloc_policy::banish) request_banish(s);
     }
