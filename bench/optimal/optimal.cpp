@@ -68,8 +68,9 @@ struct options {
     bool cpu_time = false;
     //! The DTR strategies' restore discipline (runtime_options::restore); default the runtime's.
     restore_pins restore = runtime_options{}.restore;
-    //! The DTR strategies' release (runtime_options::dealloc): eager eviction, or keeping
-    //! released tensors resident with kept ones evicted first (kept_priority::first).
+    //! The DTR strategies' release (runtime_options::dealloc): eager eviction, keeping
+    //! released tensors resident with kept ones evicted first (kept_priority::first), or
+    //! keeping them once the budget has bound (the runtime's default).
     dealloc_policy dealloc = dealloc_policy::eager_evict;
 };
 
@@ -114,13 +115,16 @@ std::optional<int> parse_args(int argc, char** argv, options& o) {
         ->capture_default_str();
     std::string dealloc_name = "eager";
     app.add_option("--dealloc", dealloc_name,
-                   "the DTR strategies' release: eager eviction, or keep (kept tensors go first)")
-        ->check(CLI::IsMember({"eager", "keep"}))
+                   "the DTR strategies' release: eager eviction, keep (kept tensors go first), "
+                   "or keep-once-bound (eager until the budget binds, then keep: the runtime's "
+                   "default)")
+        ->check(CLI::IsMember({"eager", "keep", "keep-once-bound"}))
         ->capture_default_str();
     auto status = dtr::tools::parse_command_line(app, argc, argv);
     o.restore = restore_name == "hold" ? restore_pins::hold : restore_pins::yield_when_full;
-    o.dealloc =
-        dealloc_name == "keep" ? dealloc_policy::keep_resident : dealloc_policy::eager_evict;
+    o.dealloc = dealloc_name == "keep"              ? dealloc_policy::keep_resident
+                : dealloc_name == "keep-once-bound" ? dealloc_policy::keep_once_bound
+                                                    : dealloc_policy::eager_evict;
     return status;
 }
 
