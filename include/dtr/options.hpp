@@ -41,17 +41,18 @@ enum class dealloc_policy : std::uint8_t {
     keep_once_bound,
 };
 
-//! @brief Under dealloc_policy::keep_resident (and keep_once_bound once the budget has bound),
-//! how a kept storage (resident, without
+//! @brief While released storages are kept (dealloc_policy::keep_resident, and
+//! keep_once_bound once the budget has bound), how a kept storage (resident, without
 //! handles) stands against the storages the program still holds when a victim is chosen.
 enum class kept_priority : std::uint8_t {
     //! Kept storages go first: a held storage is chosen only when none is kept. The policy
     //! orders the kept ones among themselves. Keeping then fills memory the program does
     //! not need and never displaces a value it holds: on the paper's logs it finishes more
     //! runs than eager eviction at most budgets of 0.3 and below, where `scored` finishes
-    //! fewer everywhere (docs/results.md, "Keeping released storages"). Applies to the runtime's own scan (policies that score);
-    //! a policy or search strategy with its own choose (search::indexed, search::sampled,
-    //! random) is given the whole pool and decides alone, as under `scored`.
+    //! fewer everywhere (docs/results.md, "Keeping released storages"). Applies to the
+    //! runtime's own scan (policies that score); a policy or search strategy with its own
+    //! choose (search::indexed, search::sampled, random) is given the whole pool and decides
+    //! alone, as under `scored`.
     first,
     //! Kept storages compete with held ones on the policy's score alone. Better where the
     //! kept values are the ones recomputations read most (the PyTorch bridge's park_released
@@ -157,7 +158,8 @@ struct runtime_options {
     //! What a storage's release does. The default keeps released storages once the budget
     //! binds, with kept_priority::first: on the paper's logs it finishes 7 of 8 at 0.3 and 5
     //! of 8 at 0.15 under the default policy where eager_evict finishes 6 and 1
-    //! (docs/heuristics.md, "The default"), and an unbudgeted run's peak is eager_evict's.
+    //! (docs/heuristics.md, "The default release"), and an unbudgeted run's peak is
+    //! eager_evict's.
     dealloc_policy dealloc = dealloc_policy::keep_once_bound;
     //! Under keep_resident and keep_once_bound: whether kept storages are evicted before
     //! held ones.

@@ -726,8 +726,8 @@ void runtime<B, H>::set_dealloc(dealloc_policy policy) {
     DTR_EXPECTS(!in_operator_, "set_dealloc() called from inside an operator");
     DTR_EXPECTS((policy == dealloc_policy::banish) == (options_.dealloc == dealloc_policy::banish),
                 "set_dealloc: only eager_evict, keep_resident and keep_once_bound can be switched "
-                "at run time "
-                "(banish is chosen at construction: its pending banishments cannot be withdrawn)");
+                "at run time (banish is chosen at construction: its pending banishments cannot "
+                "be withdrawn)");
     options_.dealloc = policy;
 }
 

@@ -483,9 +483,8 @@ public:
     [[nodiscard]] std::size_t host_bytes() const noexcept { return tier_.used_bytes(); }
 
 private:
-    //! One transfer on the copy stream, ordered after stream()'s work and before its next.
-    //! A transfer on the copy stream after the work on stream(); `compute_waits`: stream()
-    //! waits for it before anything enqueued later.
+    //! One transfer on the copy stream, ordered after stream()'s work; `compute_waits`:
+    //! and before stream()'s next work (false for copies ahead of eviction).
     void transfer(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
                   bool compute_waits = true) {
         DTR_CUDA_TRY(cudaEventRecord(compute_done_, stream_));

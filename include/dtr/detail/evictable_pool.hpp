@@ -131,11 +131,11 @@ auto evictable_pool<Rt, Backend, Meta>::choose_victim() -> storage* {
         double best_score = std::numeric_limits<double>::infinity();
         // Read once per scan, not per storage, so that the loop keeps both in registers.
         const bool factored = rt_.offload_.factors_scores();
-        // When released storages are kept a storage nobody holds goes before every held one: it was kept
-        // only to fill memory the program does not need (it saves recursion in later
-        // recomputations), so it never displaces a value the program will read. Among the
-        // kept ones the policy's scores decide; once one is found, held storages are no
-        // longer scored.
+        // While released storages are kept (runtime::keeps_released), a storage nobody holds
+        // goes before every held one: it was kept only to fill memory the program does not
+        // need (it saves recursion in later recomputations), so it never displaces a value
+        // the program will read. Among the kept ones the policy's scores decide; once one is
+        // found, held storages are no longer scored.
         const bool kept_first = rt_.keeps_released() && rt_.options_.kept == kept_priority::first;
         bool kept_found = false;
         std::uint64_t evaluations = 0;

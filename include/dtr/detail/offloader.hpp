@@ -42,9 +42,9 @@ public:
 
     //! @brief Called when `s` is evicted: copies it out (or keeps its clean host copy)
     //! instead of dropping it when the policy says so. A storage nobody holds (an eager
-    //! eviction, `eager`, or a kept storage (runtime::keeps_released): only a recomputation can
-    //! read it again) leaves by transfer only with a clean host copy. Returns: whether `s`
-    //! left the device that way (the caller then does not drop it).
+    //! eviction, `eager`, or a kept one while runtime::keeps_released: only a recomputation
+    //! can read it again) leaves by transfer only with a clean host copy. Returns: whether
+    //! `s` left the device that way (the caller then does not drop it).
     bool offload_victim(storage* s, bool eager) noexcept {
         if constexpr (offloading_backend<Backend>) {
             const bool unheld = eager || (rt_.keeps_released() && s->tensors.empty());
