@@ -161,19 +161,15 @@ private:
     //! Whether resident `s` should get a host copy ahead of eviction: it is recomputable,
     //! held (a storage nobody holds is dropped when evicted: offload_victim), has none, fits
     //! the tier, and (under `automatic`) copying it back would be cheaper than recomputing
-    //! it, as offload_decision judges a victim with a copy.
+    //! it, as offload_decision judges a victim with a copy. Used by copy_ahead() only, so
+    //! instantiated only on backends with the capability.
     [[nodiscard]] bool worth_copying_ahead(const storage& s) const noexcept {
-        if constexpr (offloading_backend<Backend>) {
-            if (!s.is_resident || s.host.valid() || !s.rematerializable() || s.bytes == 0 ||
-                s.tensors.empty())
-                return false;
-            if (!rt_.backend_.host_room(s.bytes)) return false;
-            return rt_.options_.offload == offload_policy::always ||
-                   rt_.backend_.transfer_cost(s.bytes) < recompute_estimate(s.view());
-        } else {
-            (void)s;
+        if (!s.is_resident || s.host.valid() || !s.rematerializable() || s.bytes == 0 ||
+            s.tensors.empty())
             return false;
-        }
+        if (!rt_.backend_.host_room(s.bytes)) return false;
+        return rt_.options_.offload == offload_policy::always ||
+               rt_.backend_.transfer_cost(s.bytes) < recompute_estimate(s.view());
     }
     //! Frees the device block of `s`, which has a valid host copy (now offloaded).
     void leave_device(storage* s) noexcept;
