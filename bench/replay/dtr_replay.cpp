@@ -11,9 +11,12 @@
 // dtr::search::with_strategy). Without --heuristic, the paper's policies run (dtr, dtr_eqclass,
 // dtr_local, msps, lru, largest, random). Randomized policies (random, --search sampled) use
 // their fixed default seeds unless --seed is given: every replay of a cell starts from the
-// same seed, so results do not depend on --jobs. --why prints, after the table, the
-// out_of_memory message of every oom cell (what was asked, resident, pinned); --json always
-// carries it as "error".
+// same seed, so results do not depend on --jobs. --why prints, after the table, where every
+// oom or thrash cell stopped (the record of the log, or after the log while its outputs were
+// made resident, with the slowdown when its last record had run) and the out_of_memory
+// message of every oom cell (what was asked, resident, pinned); --json always carries the
+// message as "error", the place as "records_done" of "records_total", and
+// "slowdown_at_log_end" once the log has run to its end.
 //
 // --arena replays on a simulated region of exactly the budget, laid out by dtr::arena with
 // 256-byte alignment (sim_backend::with_arena), as device memory would be, instead of the
@@ -131,7 +134,8 @@ int main(int argc, char** argv) {
     app.add_option("--jobs", jobs, "replays in parallel")
         ->check(dtr::tools::positive)
         ->capture_default_str();
-    app.add_flag("--why", why, "print the out_of_memory message of every oom cell");
+    app.add_flag("--why", why,
+                 "print where every oom or thrash cell stopped, and every out_of_memory message");
     app.add_option("--dealloc", dealloc_name, "release policy")
         ->check(CLI::IsMember({"eager", "banish", "keep", "keep-once-bound"}))
         ->capture_default_str();
@@ -295,11 +299,24 @@ int main(int argc, char** argv) {
         }
     }
     if (why)
-        for (const task& t : tasks)
-            if (!t.result.error.empty())
-                std::printf("\n%s %s %.2f: %s\n",
-                            std::filesystem::path(logs[t.log]).filename().string().c_str(),
-                            t.heuristic.c_str(), t.ratio, t.result.error.c_str());
+        for (const task& t : tasks) {
+            const auto& r = t.result;
+            if (r.status == dtr::replay::status::ok) continue;
+            std::printf(
+                "\n%s %s %.2f: ", std::filesystem::path(logs[t.log]).filename().string().c_str(),
+                t.heuristic.c_str(), t.ratio);
+            // Where it stopped: inside the log, or making the outputs resident after its end.
+            if (r.records_done < r.records_total)
+                std::printf("%s at record %zu of %zu", dtr::replay::to_string(r.status),
+                            r.records_done, r.records_total);
+            else
+                std::printf(
+                    "%s making the outputs resident after the log's %zu records (%.4fx "
+                    "when they had run)",
+                    dtr::replay::to_string(r.status), r.records_total,
+                    r.spent_at_log_end / baselines[t.log].compute);
+            std::printf("%s%s\n", r.error.empty() ? "" : ": ", r.error.c_str());
+        }
     std::printf("\n%zu replays of %zu logs in %.2f s wall (%u jobs, search %s)\n", tasks.size(),
                 traces.size(), wall_s, jobs, search.c_str());
 
@@ -330,8 +347,11 @@ int main(int argc, char** argv) {
                 << ", \"remats\": " << r.stats.rematerializations
                 << ", \"heuristic_evals\": " << r.stats.heuristic_evaluations
                 << ", \"metadata_accesses\": " << r.stats.metadata_accesses
-                << ", \"search_ns\": " << r.stats.victim_search_ns
-                << ", \"wall_ms\": " << r.wall_ms;
+                << ", \"search_ns\": " << r.stats.victim_search_ns << ", \"wall_ms\": " << r.wall_ms
+                << ", \"records_done\": " << r.records_done
+                << ", \"records_total\": " << r.records_total;
+            if (r.spent_at_log_end > 0)
+                out << ", \"slowdown_at_log_end\": " << r.spent_at_log_end / b.compute;
             if (arena_alignment != 0)
                 out << ", \"arena_alignment\": " << arena_alignment << ", \"fragmentation\": \""
                     << (fragmentation == dtr::fragmentation_policy::window ? "window"

@@ -72,6 +72,10 @@ TEST_CASE("an unlimited replay computes every operator once") {
     CHECK(r.remat == 0);
     // w, a, b (bv is a view), c, then a2's new version: b is evicted on release first.
     CHECK(r.peak_resident == 400);
+    // Every record ran; the outputs were already resident, so nothing was spent after.
+    CHECK(r.records_done == r.records_total);
+    CHECK(r.records_total == 12);
+    CHECK(r.spent_at_log_end == 66);
 }
 
 TEST_CASE("a budgeted replay recomputes and reports the slowdown") {
@@ -110,10 +114,15 @@ TEST_CASE("an impossible budget is oom, a tight one may thrash") {
         t, {.budget = 150, .baseline_compute = 66});
     CHECK(oom.status == dtr::replay::status::oom);
     CHECK(oom.error.find("out of memory") != std::string::npos);
+    // w fits, a does not: the run stops at f, the third record (START, w, f).
+    CHECK(oom.records_done == 2);
+    CHECK(oom.spent_at_log_end == 0);
     // A thrash limit below 1 stops at the first operator.
     const auto thrash = dtr::replay::run_replay<dtr::heuristics::dtr_local>(
         t, {.budget = 300, .thrash_limit = 0.1, .baseline_compute = 66});
     CHECK(thrash.status == dtr::replay::status::thrash);
+    CHECK(thrash.records_done == 2);
+    CHECK(thrash.records_done < thrash.records_total);
 }
 
 TEST_CASE("malformed logs are parse errors naming file and line") {

@@ -114,6 +114,14 @@ struct replay_result {
     std::size_t region_peak = 0;        //!< arena replays: most bytes of the region in live blocks
     double wall_ms = 0;
     std::string error; //!< the out_of_memory message, for oom
+    //! Where a run stopped: the records of the log run through (all of them once the log
+    //! has been replayed to its end, also when the run stops while making its outputs
+    //! resident), of records_total.
+    std::size_t records_done = 0;
+    std::size_t records_total = 0;
+    //! Compute, recomputation and transfer waits when the last record had run, before the
+    //! outputs were made resident (0 when the run stopped inside the log).
+    cost_t spent_at_log_end = 0;
     //! @brief Total compute over `baseline` (the published "slowdown").
     [[nodiscard]] double slowdown(cost_t baseline) const noexcept {
         return baseline > 0 ? (compute + remat + transfer_stall) / baseline : 0;
@@ -215,8 +223,10 @@ replay_result run_replay(const trace& t, const replay_options& options,
     };
     std::vector<tensor> args, constants;
     bool backward = false;
+    std::size_t at = 0;
+    result.records_total = t.records.size();
     try {
-        for (std::size_t at = 0; at < t.records.size(); ++at) {
+        for (; at < t.records.size(); ++at) {
             const record& rec = t.records[at];
             switch (rec.op.index()) {
                 case 0: { // annotate
@@ -290,6 +300,7 @@ replay_result run_replay(const trace& t, const replay_options& options,
             }
         }
         if (result.status == status::ok) {
+            result.spent_at_log_end = spent();
             // Outputs: every value still referenced, in order of its names' first definition.
             std::vector<const tensor*> representative(refs.size(), nullptr);
             for (name_id n = 0; n < handle.size(); ++n)
@@ -312,6 +323,7 @@ replay_result run_replay(const trace& t, const replay_options& options,
         result.status = status::thrash;
     }
     if (!backward) result.forward_compute = rt.stats().compute_cost;
+    result.records_done = at;
     result.compute = rt.stats().compute_cost;
     result.remat = rt.stats().remat_cost;
     result.transfer_stall = rt.stats().transfer_stall;
