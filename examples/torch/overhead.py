@@ -12,6 +12,11 @@ unlimited run of --ref-steps steps first (dtr_torch.bench's reference: 3 steps),
 runtime options given (--heuristic, --cost-clock, --park-released, --restore): the same
 interleaving for a budgeted run, whose CPU ratio is then compared with plain PyTorch's
 neighbouring steps rather than with a plain run minutes earlier.
+
+With --passthrough a third copy steps under a TorchDispatchMode that only calls each operator
+(PyTorch's own mode machinery and nothing of the bridge), interleaved with the other two: the
+part of the bridge's overhead that any dispatch-mode integration pays on this PyTorch, and
+the part that is the bridge's own (its ratio to the pass-through steps).
 """
 
 import argparse
@@ -39,14 +44,23 @@ def main():
     p.add_argument("--cost-clock", choices=("wall", "thread_cpu"), default="wall")
     p.add_argument("--park-released", action="store_true")
     p.add_argument("--restore", choices=("yield_when_full", "hold"), default="yield_when_full")
+    p.add_argument("--passthrough", action="store_true",
+                   help="also step a copy under a pass-through TorchDispatchMode")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     factory = _load_factory(a.model, a.size, a.classes)
 
+    # Each copy draws from its own random stream (dropout), as if it ran alone: interleaved
+    # steps on the one global generator would give the copies different masks, and the
+    # bit-identity check below would compare different computations.
+    rng = {}
+
     def setup():
         torch.manual_seed(0)
         m, inputs, loss_fn = factory(a.batch)
-        return m, inputs, loss_fn, torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+        s = m, inputs, loss_fn, torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+        rng[id(s)] = torch.get_rng_state()  # the same for every copy: seeded, then built alike
+        return s
 
     budget = None
     if a.ratio < 1.0:
@@ -65,17 +79,21 @@ def main():
               f"{a.ratio} x that = {budget / 2**20:.1f} MiB; heuristic {a.heuristic}, cost clock "
               f"{a.cost_clock}, park released {a.park_released}, restore {a.restore}", flush=True)
     plain, bridged = setup(), setup()
+    through = setup() if a.passthrough else None
     rt = dtr_torch.Runtime(budget=budget, heuristic=a.heuristic, cost_clock=a.cost_clock,
                            park_released=a.park_released, restore=a.restore)
 
     def step(s):
         m, inputs, loss_fn, opt = s
+        torch.set_rng_state(rng[id(s)])
         t0, c0 = time.perf_counter(), time.thread_time()
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(m(*inputs))
         loss.backward()
         opt.step()
-        return time.perf_counter() - t0, time.thread_time() - c0
+        elapsed = time.perf_counter() - t0, time.thread_time() - c0
+        rng[id(s)] = torch.get_rng_state()
+        return elapsed
 
     from dtr_torch._bridge import _outside, _ext
 
@@ -88,26 +106,64 @@ def main():
         def __exit__(self, *exc):
             self.o.__exit__(*exc)
             _ext.pause_allocator_cache(False)
-    ratios, cpu_ratios = [], []
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class PassThrough(TorchDispatchMode):
+        ops = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            PassThrough.ops += 1
+            return func(*args, **(kwargs or {}))
+
+    def step_through():
+        with plain_pytorch(), PassThrough():
+            return step(through)
+
+    ratios, cpu_ratios, mode_cpu, own_cpu = [], [], [], []
+    plain_t, mode_t, bridge_t = [], [], []  # CPU seconds of each step
     with rt:  # one context; the plain steps run with the bridge's mode popped
         with plain_pytorch():
             step(plain)  # warm-up
         step(bridged)
+        if through is not None:
+            step_through()
         for i in range(a.pairs):
             with plain_pytorch():
                 tp, cp = step(plain)
             tb, cb = step(bridged)
             ratios.append(tb / tp)
             cpu_ratios.append(cb / cp)
-            print(f"pair {i}: plain {tp * 1e3:.0f} ms (CPU {cp * 1e3:.0f}), bridge {tb * 1e3:.0f} ms "
-                  f"(CPU {cb * 1e3:.0f}), ratio {tb / tp:.3f} (CPU {cb / cp:.3f})", flush=True)
+            line = (f"pair {i}: plain {tp * 1e3:.0f} ms (CPU {cp * 1e3:.0f}), bridge {tb * 1e3:.0f} ms "
+                    f"(CPU {cb * 1e3:.0f}), ratio {tb / tp:.3f} (CPU {cb / cp:.3f})")
+            if through is not None:
+                PassThrough.ops = 0
+                tm, cm = step_through()
+                mode_cpu.append(cm / cp)
+                own_cpu.append(cb / cm)
+                plain_t.append(cp)
+                mode_t.append(cm)
+                bridge_t.append(cb)
+                line += (f"; pass-through mode {tm * 1e3:.0f} ms (CPU {cm * 1e3:.0f}), CPU x plain "
+                         f"{cm / cp:.3f}, bridge CPU x pass-through {cb / cm:.3f}")
+            print(line, flush=True)
     same = all(torch.equal(x, y) for x, y in zip(plain[0].parameters(), bridged[0].parameters()))
+    if through is not None:  # as many steps as the others (one warm-up, then one a pair)
+        same = same and all(torch.equal(x, y) for x, y in
+                            zip(plain[0].parameters(), through[0].parameters()))
     st = rt.stats()
     print(f"{a.model} batch {a.batch} ratio {a.ratio}: median ratio {statistics.median(ratios):.3f} "
           f"(CPU {statistics.median(cpu_ratios):.3f}) over {a.pairs} pairs; "
           f"parameters bit-identical after {a.pairs + 1} steps: {same}; calls {st['calls']}, "
           f"remats {st['rematerializations']}, evictions {st['evictions']}, runtime peak "
           f"{st['peak_resident_bytes'] / 2**20:.1f} MiB")
+    if through is not None:
+        ops = max(PassThrough.ops, 1)
+        mode_us = (statistics.median(mode_t) - statistics.median(plain_t)) / ops * 1e6
+        own_us = (statistics.median(bridge_t) - statistics.median(mode_t)) / ops * 1e6
+        print(f"pass-through TorchDispatchMode: median CPU x plain {statistics.median(mode_cpu):.3f}, "
+              f"the bridge's CPU x pass-through {statistics.median(own_cpu):.3f}; {PassThrough.ops} "
+              f"operators a step: the mode machinery {mode_us:.1f} us CPU an operator, the bridge's "
+              f"own work {own_us:.1f} us")
     return 0
 
 
