@@ -119,8 +119,8 @@ def main():
         with plain_pytorch(), PassThrough():
             return step(through)
 
-    ratios, cpu_ratios, mode_cpu, own_cpu = [], [], [], []
-    plain_t, mode_t, bridge_t = [], [], []  # CPU seconds of each step
+    ratios, cpu_ratios = [], []
+    plain_t, mode_t, bridge_t = [], [], []  # --passthrough: CPU seconds of each pair's steps
     with rt:  # one context; the plain steps run with the bridge's mode popped
         with plain_pytorch():
             step(plain)  # warm-up
@@ -138,8 +138,6 @@ def main():
             if through is not None:
                 PassThrough.ops = 0
                 tm, cm = step_through()
-                mode_cpu.append(cm / cp)
-                own_cpu.append(cb / cm)
                 plain_t.append(cp)
                 mode_t.append(cm)
                 bridge_t.append(cb)
@@ -157,6 +155,8 @@ def main():
           f"remats {st['rematerializations']}, evictions {st['evictions']}, runtime peak "
           f"{st['peak_resident_bytes'] / 2**20:.1f} MiB")
     if through is not None:
+        mode_cpu = [m / p for m, p in zip(mode_t, plain_t)]
+        own_cpu = [b / m for b, m in zip(bridge_t, mode_t)]
         ops = max(PassThrough.ops, 1)
         mode_us = (statistics.median(mode_t) - statistics.median(plain_t)) / ops * 1e6
         own_us = (statistics.median(bridge_t) - statistics.median(mode_t)) / ops * 1e6
