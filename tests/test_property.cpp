@@ -64,7 +64,13 @@ void check_against(const dtr_test::program_trace& reference, std::uint64_t seed,
     const auto kept = dtr_test::splitmix(seed ^ budget ^ 0x6b657074u) % 2
                           ? dtr::kept_priority::first
                           : dtr::kept_priority::scored;
+    // Planned restores hold what their recipes read and let it go before failing: memory
+    // changes, never values. Half the runs (drawn from the budget, as in_place below).
+    const auto restore = dtr_test::splitmix(seed ^ budget ^ 0x706c616eu) % 2
+                             ? dtr::restore_pins::planned
+                             : dtr::restore_pins::yield_when_full;
     INFO(replay, " heuristic=", std::string(Heuristic::name), " dealloc=", std::string(policy),
+         restore == dtr::restore_pins::planned ? " restore=planned" : "",
          keeps ? (kept == dtr::kept_priority::first ? " kept=first" : " kept=scored") : "",
          " in_place=", dtr_test::splitmix(seed ^ budget) % 2 ? "reuse" : "copy", " budget=", budget,
          " (reference peak ", reference.peak_resident, ", floor ", reference.floor, ") ",
@@ -85,6 +91,7 @@ void check_against(const dtr_test::program_trace& reference, std::uint64_t seed,
                                 .kept = kept,
                                 .mutation = scope,
                                 .constant_updates = updates,
+                                .restore = restore,
                                 .in_place = in_place},
                                plan);
     } catch (const std::exception& e) {

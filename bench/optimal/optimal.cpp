@@ -6,7 +6,7 @@
 //!                 [--json FILE] [--strategies a,b,...] [--milp-max-nodes N]
 //!                 [--lp-max-nodes N] [--samples K] [--preprocess] [--cpu-time] [--log]
 //!                 [--budget-index i,j,...]   (only those budgets of the N-point sweep, 0-based)
-//!                 [--restore-pins hold|yield] (the DTR strategies' restore discipline; default
+//!                 [--restore-pins hold|yield|planned] (the DTR strategies' restore discipline; default
 //!                                              the runtime's, yield)
 //!
 //! For each graph: budgets from LB (the largest single-operator footprint, below which no
@@ -108,10 +108,12 @@ std::optional<int> parse_args(int argc, char** argv, options& o) {
     app.add_flag("--preprocess", o.preprocess, "use CBC's integer preprocessing (CglPreProcess)");
     app.add_flag("--cpu-time", o.cpu_time, "measure the time limits in CPU time, not elapsed time");
     app.add_flag("--log", o.log, "show the solver's log");
-    std::string restore_name = o.restore == restore_pins::hold ? "hold" : "yield";
+    std::string restore_name = o.restore == restore_pins::hold      ? "hold"
+                               : o.restore == restore_pins::planned ? "planned"
+                                                                    : "yield";
     app.add_option("--restore-pins", restore_name,
                    "the DTR strategies' pins while restoring inputs")
-        ->check(CLI::IsMember({"hold", "yield"}))
+        ->check(CLI::IsMember({"hold", "yield", "planned"}))
         ->capture_default_str();
     std::string dealloc_name = "eager";
     app.add_option("--dealloc", dealloc_name,
@@ -121,7 +123,9 @@ std::optional<int> parse_args(int argc, char** argv, options& o) {
         ->check(CLI::IsMember({"eager", "keep", "keep-once-bound"}))
         ->capture_default_str();
     auto status = dtr::tools::parse_command_line(app, argc, argv);
-    o.restore = restore_name == "hold" ? restore_pins::hold : restore_pins::yield_when_full;
+    o.restore = restore_name == "hold"      ? restore_pins::hold
+                : restore_name == "planned" ? restore_pins::planned
+                                            : restore_pins::yield_when_full;
     o.dealloc = dealloc_name == "keep"              ? dealloc_policy::keep_resident
                 : dealloc_name == "keep-once-bound" ? dealloc_policy::keep_once_bound
                                                     : dealloc_policy::eager_evict;

@@ -5,7 +5,7 @@
 //
 //   dtr-replay [--heuristic NAME]... [--ratio R]... [--dealloc eager|banish|keep|keep-once-bound]
 //              [--kept first|scored] [--search S] [--thrash-limit X] [--seed N] [--jobs N]
-//              [--json FILE] [--why] [--restore-pins hold|yield] LOG...
+//              [--json FILE] [--why] [--restore-pins hold|yield|planned] LOG...
 //
 // Heuristics and search strategies are the library's (dtr::heuristics::with_heuristic,
 // dtr::search::with_strategy). Without --heuristic, the paper's policies run (dtr, dtr_eqclass,
@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"first", "scored"}))
         ->capture_default_str();
     app.add_option("--restore-pins", restore_name, "pins while restoring inputs")
-        ->check(CLI::IsMember({"hold", "yield"}))
+        ->check(CLI::IsMember({"hold", "yield", "planned"}))
         ->capture_default_str();
     app.add_flag("--arena", arena, "replay on a simulated region of exactly the budget");
     app.add_option("--arena-capacity", arena_capacity,
@@ -195,6 +195,7 @@ int main(int argc, char** argv) {
     const dtr::kept_priority kept =
         kept_name == "scored" ? dtr::kept_priority::scored : dtr::kept_priority::first;
     if (restore_name == "yield") restore = dtr::restore_pins::yield_when_full;
+    if (restore_name == "planned") restore = dtr::restore_pins::planned;
     if (fragmentation_name == "one_by_one") fragmentation = dtr::fragmentation_policy::one_by_one;
     if (placement_name == "constants_high") placement = dtr::placement_policy::constants_high;
     if (heuristics.empty()) heuristics = dtr_bench::all_heuristics();
@@ -365,7 +366,8 @@ int main(int argc, char** argv) {
                     << ", \"allocation_retries\": " << r.stats.allocation_retries
                     << ", \"region_peak_bytes\": " << r.region_peak
                     << ", \"region_over_budget\": " << (arena_capacity > 0 ? arena_capacity : 1.0);
-            if (restore != dtr::restore_pins::hold) out << ", \"restore_pins\": \"yield\"";
+            if (restore != dtr::restore_pins::hold)
+                out << ", \"restore_pins\": \"" << restore_name << "\"";
             if (dealloc == dtr::dealloc_policy::keep_resident ||
                 dealloc == dtr::dealloc_policy::keep_once_bound)
                 out << ", \"dealloc\": \"" << dealloc_name << "\", \"kept\": \"" << kept_name

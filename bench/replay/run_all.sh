@@ -102,3 +102,18 @@ DEFAULT_TABLE="python3 bench/replay/default_table.py --policy dtr_eqclass --poli
 { echo '## The paper logs'; echo; $DEFAULT_TABLE --cells $OUT/default-paper.json; echo
   echo '## Our traces'; echo; $DEFAULT_TABLE --cells $OUT/default-traces.json; } > $OUT/default.md
 build/bench/micro/chain_upkeep --walk-limits 64,256 --json bench/micro/results/chain_upkeep.json > bench/micro/results/chain_upkeep.txt
+
+# 10. Planned restores (restore_pins::planned) against yield_when_full, the default's release
+#     (keep-once-bound), on the paper logs and our traces, and with offload at 50 GB/s (copies
+#     ahead 32): docs/results.md, "Planned restores".
+for p in yield planned; do
+  PLANNED="$BIN --heuristic dtr_eqclass --heuristic dtr_held_bounded --restore-pins $p \
+    --dealloc keep-once-bound --jobs 1"
+  $PLANNED --ratio 0.5 --ratio 0.3 --ratio 0.2 --ratio 0.15 \
+      --json $OUT/restore-planned-paper-$p.json $LOGS/*.log > /dev/null
+  $PLANNED --ratio 0.5 --ratio 0.3 --ratio 0.2 \
+      --json $OUT/restore-planned-traces-$p.json bench/trace/traces/*.log > /dev/null
+  $PLANNED --offload auto --offload-bandwidth 50e9 --offload-latency 5000 --offload-ahead 32 \
+      --ratio 0.3 --ratio 0.2 --ratio 0.15 --ratio 0.1 \
+      --json $OUT/restore-planned-offload50-$p.json $LOGS/*.log > /dev/null
+done

@@ -43,7 +43,7 @@ def main():
     cp.add_argument("--heuristic", default="dtr_eqclass")
     cp.add_argument("--cost-clock", choices=("wall", "thread_cpu"), default="wall")
     cp.add_argument("--park-released", action="store_true")
-    cp.add_argument("--restore", choices=("yield_when_full", "hold"), default="yield_when_full")
+    cp.add_argument("--restore", choices=("yield_when_full", "planned", "hold"), default="yield_when_full")
     cp.add_argument("--thrash-factor", type=float, default=4.0)
     configs = []
     for c in a.config:

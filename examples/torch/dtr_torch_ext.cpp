@@ -901,9 +901,12 @@ public:
         o.kept = dtr::kept_priority::scored;
         if (restore == "hold")
             o.restore = dtr::restore_pins::hold;
+        else if (restore == "planned")
+            o.restore = dtr::restore_pins::planned;
         else if (restore != "yield_when_full")
             throw std::invalid_argument(
-                "dtr_torch: restore must be yield_when_full or hold, not '" + restore + "'");
+                "dtr_torch: restore must be yield_when_full, planned or hold, not '" + restore +
+                "'");
         if (dealloc == "banish") {
             o.dealloc = dtr::dealloc_policy::banish;
             banish_ = true;
@@ -1823,6 +1826,7 @@ PYBIND11_MODULE(_dtr_torch, m) {
             d["blocks"] = b.rt().table().blocks.size();
             d["parked_total"] = b.rt().table().parked_total;
             d["pin_yields"] = c.pin_yields;
+            d["hold_releases"] = c.hold_releases;
             return d;
         });
 

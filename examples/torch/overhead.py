@@ -43,7 +43,7 @@ def main():
     p.add_argument("--heuristic", default="dtr_eqclass")
     p.add_argument("--cost-clock", choices=("wall", "thread_cpu"), default="wall")
     p.add_argument("--park-released", action="store_true")
-    p.add_argument("--restore", choices=("yield_when_full", "hold"), default="yield_when_full")
+    p.add_argument("--restore", choices=("yield_when_full", "planned", "hold"), default="yield_when_full")
     p.add_argument("--passthrough", action="store_true",
                    help="also step a copy under a pass-through TorchDispatchMode")
     a = p.parse_args()

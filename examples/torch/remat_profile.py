@@ -106,7 +106,7 @@ def main():
     p.add_argument("--cost-clock", choices=("wall", "thread_cpu", "bytes"), default="wall",
                    help="bytes: Runtime(deterministic_costs=True), the bytes an operator reads")
     p.add_argument("--park-released", action="store_true")
-    p.add_argument("--restore", choices=("yield_when_full", "hold"), default="yield_when_full")
+    p.add_argument("--restore", choices=("yield_when_full", "planned", "hold"), default="yield_when_full")
     p.add_argument("--top", type=int, default=12)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json")

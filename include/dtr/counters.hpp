@@ -23,6 +23,9 @@ struct counters {
     std::uint64_t bytes_allocated = 0;    //!< total bytes of those allocations
     std::uint64_t allocation_retries = 0; //!< backend refusals inside the budget (fragmentation)
     std::uint64_t pin_yields = 0;         //!< restores whose waiting frames gave their pins up
+    //! restore_pins::planned: times a restore let its holds go (an allocation found nothing
+    //! else to evict)
+    std::uint64_t hold_releases = 0;
     //! in-place updates written into the old version's block (in_place_writes::reuse_when_unshared)
     std::uint64_t in_place_reuses = 0;
     std::size_t resident_bytes = 0;          //!< gauge: bytes resident now
@@ -62,8 +65,9 @@ inline std::ostream& operator<<(std::ostream& os, const counters& c) {
               << " eager_evictions=" << c.eager_evictions << " banishments=" << c.banishments
               << " storages_freed=" << c.storages_freed << " allocations=" << c.allocations
               << " bytes_allocated=" << c.bytes_allocated
-              << " allocation_retries=" << c.allocation_retries
-              << " in_place_reuses=" << c.in_place_reuses << " resident_bytes=" << c.resident_bytes
+              << " allocation_retries=" << c.allocation_retries << " pin_yields=" << c.pin_yields
+              << " hold_releases=" << c.hold_releases << " in_place_reuses=" << c.in_place_reuses
+              << " resident_bytes=" << c.resident_bytes
               << " peak_resident_bytes=" << c.peak_resident_bytes
               << " heuristic_evaluations=" << c.heuristic_evaluations
               << " metadata_accesses=" << c.metadata_accesses

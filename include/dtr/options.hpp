@@ -133,6 +133,14 @@ enum class restore_pins : std::uint8_t {
     //! Every operator on the restore stack keeps its inputs pinned until it runs: the DTR
     //! simulator, for replays that fail where it fails.
     hold,
+    //! yield_when_full, and before a restore recomputes anything the runtime walks the
+    //! evicted ancestors it is going to recompute and counts how often their recipes read
+    //! each storage. A storage with reads still to come is held resident (not evictable)
+    //! until its last one, so that one restore recomputes each storage once where memory
+    //! allows, instead of evicting what a later frame of the same restore will read; when an
+    //! allocation finds nothing else to evict, every hold is let go before any frame yields
+    //! its pins.
+    planned,
 };
 
 //! @brief Whether a victim may be copied out to a second memory tier (host memory) instead of

@@ -220,7 +220,7 @@ class Runtime:
                  stays resident, evictable, until the policy evicts it or no record reads it
                  (dtr::dealloc_policy::keep_resident instead of eager_evict; outside
                  backward, once the budget has bound); not with dealloc="banish"
-    restore:     runtime_options::restore: "yield_when_full" (default) or "hold"
+    restore:     runtime_options::restore: "yield_when_full" (default), "planned" or "hold"
     dealloc:     runtime_options::dealloc: "eager_evict" (default) or "banish"
     """
 

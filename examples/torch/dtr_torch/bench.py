@@ -3,7 +3,7 @@
 
     python3 -m dtr_torch.bench --model SPEC --batch B --steps N --ratios 1,0.5,0.33,0.25
         [--heuristic H] [--find-floor] [--json FILE] [--size S] [--classes C]
-        [--cost-clock wall|thread_cpu] [--park-released] [--restore yield_when_full|hold]
+        [--cost-clock wall|thread_cpu] [--park-released] [--restore yield_when_full|planned|hold]
 
 SPEC is ``torchvision:NAME`` (any torchvision classifier, random weights, ``--size`` x
 ``--size`` images, ``--classes`` classes), ``FILE.py:FACTORY`` where ``FACTORY(batch)``
@@ -262,7 +262,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                    help="operator costs as wall time or the calling thread's CPU time (dtr_torch.Runtime)")
     p.add_argument("--park-released", action="store_true",
                    help="released storages that records still read stay resident until evicted (dtr_torch.Runtime)")
-    p.add_argument("--restore", choices=("yield_when_full", "hold"), default="yield_when_full",
+    p.add_argument("--restore", choices=("yield_when_full", "planned", "hold"), default="yield_when_full",
                    help="runtime_options::restore")
     a = p.parse_args(argv)
     try:

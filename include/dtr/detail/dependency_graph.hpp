@@ -118,7 +118,9 @@ struct op_node {
     std::unique_ptr<version[]> ver;
     cost_t cost = 0;
     bool cost_supplied = false; //!< recomputations reuse `cost` instead of measuring
-    std::uint32_t live = 0;     //!< storages alive whose recipe this is
+    //! restore_pins::planned: the restore whose plan counted this record's reads.
+    std::uint32_t plan_epoch = 0;
+    std::uint32_t live = 0; //!< storages alive whose recipe this is
     list_hook all_hook{};
 
     template <class T>
@@ -253,7 +255,14 @@ struct storage_record final : storage_node<Backend, Meta> {
     bool is_constant = false;       //!< created by runtime::constant (or a version of one)
     bool banish_pending = false;    //!< released under the banish policy, not yet safe
     bool queued = false;            //!< on the release queue (collection or banish re-check)
-    list_hook all_hook{};           //!< membership in the registry's list of all storages
+    bool restore_held = false;      //!< held by a planned restore (one of its pins)
+    //! restore_pins::planned: the reads the running restore's recipes still make of this
+    //! storage, valid while `plan_epoch` is the restore's; where it sits in the list of
+    //! held storages while `restore_held`.
+    std::uint32_t plan_epoch = 0;
+    std::uint32_t plan_reads = 0;
+    std::uint32_t hold_slot = 0;
+    list_hook all_hook{}; //!< membership in the registry's list of all storages
 };
 
 //! @brief The registry: every live storage and operator record, in creation order, and the

@@ -23,7 +23,10 @@ namespace dtr::detail {
 //! becomes resident: the DTR simulator's order, so replays make the same choices. Under
 //! restore_pins::yield_when_full, frames below the top give their pins up when an
 //! allocation finds nothing else to evict (yield_pins); such a frame re-validates when it
-//! is on top again, restoring what it lost.
+//! is on top again, restoring what it lost. Under restore_pins::planned, a restore first
+//! walks the evicted ancestors it will recompute (plan) and counts how often their recipes
+//! read each of them; a storage it recomputed is held until the last of those reads, so
+//! that it is not evicted before a sibling frame reads it again.
 //!
 //! @tparam Rt the runtime: its options, counters, pins, execution and release queue.
 template <class Rt, class Backend, class Meta>
@@ -53,9 +56,19 @@ public:
         rematerialize(o);
     }
 
-    //! @brief Under restore_pins::yield_when_full, unpins the inputs of the frames below
-    //! the top. Returns: whether anything was released (the caller may evict again).
+    //! @brief Under restore_pins::yield_when_full and planned, unpins the inputs of the
+    //! frames below the top. Returns: whether anything was released (the caller may evict
+    //! again).
     bool yield_pins() noexcept;
+
+    //! @brief Under restore_pins::planned, lets go of every storage the running restore
+    //! holds for reads still to come. Returns: whether anything was let go.
+    bool release_holds() noexcept {
+        if (held_.empty()) return false;
+        while (!held_.empty()) unhold(*held_.back());
+        ++rt_.counters_.hold_releases;
+        return true;
+    }
 
 private:
     //! One step of the work stack: an operator waiting for its inputs.
@@ -70,8 +83,50 @@ private:
     //! Recomputes `o`, whose inputs are pinned, and unpins them (also on failure).
     void rematerialize(op& o) {
         rt_.exec_.run(o, true, std::nullopt);
-        rt_.unpin_inputs(o);
+        if (planning_) {
+            // What the plan's later recipes read of o's products stays; what o was the last
+            // planned reader of may go.
+            o.for_each_product([&](storage& p) {
+                if (reads_of(p) > 0) hold(p);
+            });
+            rt_.unpin_inputs(o);
+            for (std::uint32_t i = 0; i < o.n_inputs; ++i) {
+                storage& s = *o.in[i].storage;
+                if (reads_of(s) > 0 && --s.plan_reads == 0) unhold(s);
+            }
+        } else {
+            rt_.unpin_inputs(o);
+        }
         rt_.release_.recheck_inputs(o);
+    }
+
+    // ---- restore_pins::planned ----------------------------------------------------------
+    //! Counts the reads the recipes of `root`'s evicted ancestors make of each storage they
+    //! recompute (each recipe once).
+    void plan(op& root);
+    //! Lets every hold go and forgets the plan.
+    void end_plan() noexcept {
+        while (!held_.empty()) unhold(*held_.back());
+        planning_ = false;
+    }
+    std::uint32_t reads_of(const storage& s) const noexcept {
+        return s.plan_epoch == epoch_ ? s.plan_reads : 0;
+    }
+    void hold(storage& s) noexcept {
+        if (s.restore_held || !s.is_resident) return;
+        rt_.pin(&s);
+        s.restore_held = true;
+        s.hold_slot = static_cast<std::uint32_t>(held_.size());
+        held_.push_back(&s);
+    }
+    void unhold(storage& s) noexcept {
+        if (!s.restore_held) return;
+        storage* last = held_.back();
+        held_[s.hold_slot] = last;
+        last->hold_slot = s.hold_slot;
+        held_.pop_back();
+        s.restore_held = false;
+        rt_.unpin(&s); // queued for release if nothing else holds it
     }
 
     static op& recipe_of(const storage& s) {
@@ -89,7 +144,50 @@ private:
 
     using base::rt_;
     std::vector<frame> frames_; //!< kept for its capacity
+    // restore_pins::planned: the running restore's plan.
+    std::vector<op*> plan_stack_; //!< recipes still to walk (kept for its capacity)
+    std::vector<storage*> held_;  //!< storages held for reads still to come
+    std::uint32_t epoch_ = 0;     //!< tells this restore's counts from stale ones
+    bool planning_ = false;       //!< a plan is in force
 };
+
+template <class Rt, class Backend, class Meta>
+void rematerializer<Rt, Backend, Meta>::plan(op& root) {
+    if (++epoch_ == 0) { // wrapped: no count may look current
+        for (storage& s : rt_.graph_.storages) s.plan_epoch = 0;
+        for (op& o : rt_.graph_.ops) o.plan_epoch = 0;
+        epoch_ = 1;
+    }
+    planning_ = true;
+    plan_stack_.clear();
+    // Only what the restore recomputes is counted: an input resident now is pinned by its
+    // frame when that frame starts (holding it from here would pin the whole restore's
+    // inputs at once, which is what the simulator's order does), and an offloaded one comes
+    // back by transfer. Each recipe is walked once, however many of its products are evicted.
+    const auto recomputed = [](const storage& s) { return !s.is_resident && !s.offloaded(); };
+    const auto reach = [&](storage& s) {
+        op& producer = recipe_of(s);
+        if (producer.plan_epoch == epoch_) return;
+        producer.plan_epoch = epoch_;
+        plan_stack_.push_back(&producer);
+    };
+    for (std::uint32_t i = 0; i < root.n_inputs; ++i)
+        if (recomputed(*root.in[i].storage)) reach(*root.in[i].storage);
+    while (!plan_stack_.empty()) {
+        op& o = *plan_stack_.back();
+        plan_stack_.pop_back();
+        for (std::uint32_t i = 0; i < o.n_inputs; ++i) {
+            storage& s = *o.in[i].storage;
+            if (!recomputed(s)) continue;
+            if (s.plan_epoch != epoch_) {
+                s.plan_epoch = epoch_;
+                s.plan_reads = 0;
+            }
+            ++s.plan_reads;
+            reach(s);
+        }
+    }
+}
 
 template <class Rt, class Backend, class Meta>
 void rematerializer<Rt, Backend, Meta>::secure_inputs(op& root) {
@@ -106,6 +204,7 @@ void rematerializer<Rt, Backend, Meta>::secure_inputs(op& root) {
     frames_.clear();
     frames_.push_back({&root, 0, false});
     try {
+        if (rt_.options_.restore == restore_pins::planned) plan(root);
         for (;;) {
             frame& f = frames_.back();
             op* o = f.record;
@@ -152,9 +251,11 @@ void rematerializer<Rt, Backend, Meta>::secure_inputs(op& root) {
     } catch (...) {
         for (const frame& f : frames_) rt_.unpin_inputs(*f.record);
         frames_.clear();
+        end_plan();
         throw;
     }
     frames_.clear();
+    end_plan();
 }
 
 template <class Rt, class Backend, class Meta>
@@ -162,7 +263,7 @@ bool rematerializer<Rt, Backend, Meta>::yield_pins() noexcept {
     // Only frames below the top: the top one's inputs are those of the operator being
     // recomputed. A frame yields at most max_yields times, so a restore that cannot fit
     // ends in out_of_memory instead of going round for ever.
-    if (rt_.options_.restore != restore_pins::yield_when_full || frames_.size() < 2) return false;
+    if (rt_.options_.restore == restore_pins::hold || frames_.size() < 2) return false;
     constexpr std::uint8_t max_yields = 2;
     bool released = false;
     for (std::size_t i = 0; i + 1 < frames_.size(); ++i) {
