@@ -4,7 +4,7 @@
 // with a resident side input at every level fits a budget that holding every pin (the
 // simulator) cannot; both give the unbudgeted run's bytes, and the same choices where both fit.
 // Under `planned`, a restore holds what its later recipes read, so a shared ancestor is
-// recomputed once where yielding recomputes it for every sibling.
+// recomputed once where yielding recomputes it again for each later sibling.
 #include "support/byte_ops.hpp"
 
 #include <dtr/heuristic/dtr_eqclass.hpp>
@@ -151,7 +151,7 @@ fan_result fan(std::size_t k, std::size_t budget, dtr::restore_pins pins) {
 
 TEST_CASE(
     "a planned restore recomputes a shared ancestor once where yielding recomputes it "
-    "for every sibling") {
+    "again for each later sibling") {
     constexpr std::size_t k = 6;
     const auto reference = fan(k, dtr::unlimited, dtr::restore_pins::yield_when_full);
     CHECK(reference.rematerializations == 2 * k + 1); // c once, then every a_i and e_i
@@ -162,8 +162,9 @@ TEST_CASE(
     const auto planned = fan(k, budget, dtr::restore_pins::planned);
     CHECK(yielding.value == reference.value);
     CHECK(planned.value == reference.value);
-    // Yielding loses c (kept, first) before each later sibling; the plan holds it until its
-    // last reader ran and evicts the fillers instead.
+    // Yielding loses c (kept, first) while each side value is restored, and recomputes it for
+    // each later sibling (18 recomputations); the plan holds it until its last reader ran and
+    // evicts the fillers instead.
     CHECK(planned.rematerializations == 2 * k + 1);
     CHECK(yielding.rematerializations > planned.rematerializations);
 }

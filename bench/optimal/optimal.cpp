@@ -6,8 +6,8 @@
 //!                 [--json FILE] [--strategies a,b,...] [--milp-max-nodes N]
 //!                 [--lp-max-nodes N] [--samples K] [--preprocess] [--cpu-time] [--log]
 //!                 [--budget-index i,j,...]   (only those budgets of the N-point sweep, 0-based)
-//!                 [--restore-pins hold|yield|planned] (the DTR strategies' restore discipline; default
-//!                                              the runtime's, yield)
+//!                 [--restore-pins hold|yield|planned] (the DTR strategies' restore
+//!                                              discipline; default the runtime's, yield)
 //!
 //! For each graph: budgets from LB (the largest single-operator footprint, below which no
 //! schedule exists) up to checkpoint-all's peak, evenly spaced; at each budget every strategy

@@ -135,11 +135,12 @@ enum class restore_pins : std::uint8_t {
     hold,
     //! yield_when_full, and before a restore recomputes anything the runtime walks the
     //! evicted ancestors it is going to recompute and counts how often their recipes read
-    //! each storage. A storage with reads still to come is held resident (not evictable)
-    //! until its last one, so that one restore recomputes each storage once where memory
-    //! allows, instead of evicting what a later frame of the same restore will read; when an
-    //! allocation finds nothing else to evict, every hold is let go before any frame yields
-    //! its pins.
+    //! each of them. A storage the restore recomputed is held resident (not evictable) until
+    //! the last of those reads, so that one restore recomputes each storage once where
+    //! memory allows, instead of evicting what a later frame of the same restore will read;
+    //! when an allocation finds nothing else to evict, every hold is let go before any frame
+    //! yields its pins. Not the default: it gains little on the paper's logs and loses on
+    //! some planner graphs (docs/results.md, "Planned restores").
     planned,
 };
 

@@ -118,7 +118,7 @@ struct op_node {
     std::unique_ptr<version[]> ver;
     cost_t cost = 0;
     bool cost_supplied = false; //!< recomputations reuse `cost` instead of measuring
-    //! restore_pins::planned: the restore whose plan counted this record's reads.
+    //! restore_pins::planned: the restore whose plan walked this record (once per plan).
     std::uint32_t plan_epoch = 0;
     std::uint32_t live = 0; //!< storages alive whose recipe this is
     list_hook all_hook{};
