@@ -110,40 +110,53 @@ TEST_CASE(
 
 namespace {
 
+using fan_runtime = dtr::runtime<dtr::host_backend, dtr::heuristics::dtr_eqclass>;
+
+//! A fan of width k: c = f(x) without a handle, its k children a_i = g_i(c), k side values
+//! e_i = h_i(x), every a_i, e_i and c evicted, and `fillers` resident values with handles
+//! beside them; the root r = mix(a_1, e_1, ..., a_k, e_k) is left to the test. Under
+//! kept_priority::first, c (released) is the first victim whenever it is unpinned: while
+//! e_i is restored, between two siblings.
+struct fan_program {
+    fan_runtime rt;
+    std::vector<tensor> inputs, fillers; //!< a_1, e_1, ..., a_k, e_k; the fillers
+
+    fan_program(std::size_t k, std::size_t fillers_count, std::size_t budget,
+                dtr::restore_pins pins)
+        : rt({.budget = budget,
+              .dealloc = dtr::dealloc_policy::keep_resident,
+              .kept = dtr::kept_priority::first,
+              .restore = pins}) {
+        tensor x = rt.constant(unit, fill_with(5));
+        tensor c = rt.call(add_op{1}, {x}, {.cost = 1.0});
+        for (std::size_t i = 0; i < k; ++i) {
+            inputs.push_back(rt.call(add_op{static_cast<int>(i + 2)}, {c}, {.cost = 1.0}));
+            inputs.push_back(rt.call(add_op{static_cast<int>(i + 50)}, {x}, {.cost = 1.0}));
+        }
+        for (std::size_t i = 0; i < fillers_count; ++i)
+            fillers.push_back(rt.call(add_op{static_cast<int>(100 + i)}, {x}, {.cost = 1.0}));
+        rt.evict(c);
+        c.reset();
+        for (tensor& t : inputs) rt.evict(t);
+        rt.check_invariants();
+    }
+
+    tensor root() { return rt.call(mix_op{unit}, inputs, {.cost = 1.0}); }
+};
+
 struct fan_result {
     std::vector<std::uint8_t> value;
     std::uint64_t rematerializations = 0;
 };
 
-//! A fan of width k: c = f(x) without a handle, its k children a_i = g_i(c), k side values
-//! e_i = h_i(x), and the root r = mix(a_1, e_1, ..., a_k, e_k). Every a_i, e_i and c is
-//! evicted, and 2k resident fillers with handles fill the rest of the budget. Under
-//! kept_priority::first, c (released) is the first victim whenever it is unpinned: while
-//! e_i is restored, between two siblings.
+//! The fan with 2k fillers, its root computed and read.
 fan_result fan(std::size_t k, std::size_t budget, dtr::restore_pins pins) {
-    dtr::runtime<dtr::host_backend, dtr::heuristics::dtr_eqclass> rt(
-        {.budget = budget,
-         .dealloc = dtr::dealloc_policy::keep_resident,
-         .kept = dtr::kept_priority::first,
-         .restore = pins});
-    tensor x = rt.constant(unit, fill_with(5));
-    tensor c = rt.call(add_op{1}, {x}, {.cost = 1.0});
-    std::vector<tensor> inputs, fillers;
-    for (std::size_t i = 0; i < k; ++i) {
-        inputs.push_back(rt.call(add_op{static_cast<int>(i + 2)}, {c}, {.cost = 1.0}));
-        inputs.push_back(rt.call(add_op{static_cast<int>(i + 50)}, {x}, {.cost = 1.0}));
-    }
-    for (std::size_t i = 0; i < 2 * k; ++i)
-        fillers.push_back(rt.call(add_op{static_cast<int>(100 + i)}, {x}, {.cost = 1.0}));
-    rt.evict(c);
-    c.reset();
-    for (tensor& t : inputs) rt.evict(t);
-    rt.check_invariants();
+    fan_program p(k, 2 * k, budget, pins);
     fan_result out;
-    tensor r = rt.call(mix_op{unit}, inputs, {.cost = 1.0});
-    out.rematerializations = rt.stats().rematerializations;
-    out.value = read(rt, r);
-    rt.check_invariants();
+    tensor r = p.root();
+    out.rematerializations = p.rt.stats().rematerializations;
+    out.value = read(p.rt, r);
+    p.rt.check_invariants();
     return out;
 }
 
@@ -178,24 +191,11 @@ TEST_CASE(
     // this budget.
     const std::size_t too_small = (1 + 2 * k) * unit;
     CHECK_THROWS_AS(fan(k, too_small, dtr::restore_pins::planned), dtr::out_of_memory);
-    dtr::runtime<dtr::host_backend, dtr::heuristics::dtr_eqclass> rt(
-        {.budget = too_small,
-         .dealloc = dtr::dealloc_policy::keep_resident,
-         .restore = dtr::restore_pins::planned});
-    tensor x = rt.constant(unit, fill_with(5));
-    tensor c = rt.call(add_op{1}, {x}, {.cost = 1.0});
-    std::vector<tensor> inputs;
-    for (std::size_t i = 0; i < k; ++i) {
-        inputs.push_back(rt.call(add_op{static_cast<int>(i + 2)}, {c}, {.cost = 1.0}));
-        inputs.push_back(rt.call(add_op{static_cast<int>(i + 50)}, {x}, {.cost = 1.0}));
-    }
-    rt.evict(c);
-    c.reset();
-    for (tensor& t : inputs) rt.evict(t);
-    CHECK_THROWS_AS(rt.call(mix_op{unit}, inputs, {.cost = 1.0}), dtr::out_of_memory);
-    rt.check_invariants(); // no hold (a pin) outlives the failure
-    rt.set_budget((1 + 2 * k + 2) * unit);
-    tensor r = rt.call(mix_op{unit}, inputs, {.cost = 1.0});
-    CHECK(read(rt, r) == reference.value);
-    rt.check_invariants();
+    fan_program p(k, 0, too_small, dtr::restore_pins::planned);
+    CHECK_THROWS_AS(p.root(), dtr::out_of_memory);
+    p.rt.check_invariants(); // no hold (a pin) outlives the failure
+    p.rt.set_budget((1 + 2 * k + 2) * unit);
+    tensor r = p.root();
+    CHECK(read(p.rt, r) == reference.value);
+    p.rt.check_invariants();
 }

@@ -83,7 +83,6 @@ auto budgeted_memory<Rt, Backend, Meta>::allocate(std::size_t bytes) -> pointer 
         storage* victim = rt_.pool_.choose_victim();
         if (victim == nullptr) {
             if (rt_.offload_.offload_fixed()) continue; // a constant leaves for the host tier
-            if (rt_.remat_.release_holds()) continue;   // a planned restore's holds go first
             if (rt_.remat_.yield_pins()) continue; // a restore's lower frames let go: try again
             throw_out_of_memory(bytes, false);
         }
@@ -133,7 +132,6 @@ auto budgeted_memory<Rt, Backend, Meta>::allocate(std::size_t bytes) -> pointer 
             const window_outcome w = rt_.pool_.evict_window(bytes);
             if (w == window_outcome::none) {
                 if (rt_.offload_.offload_fixed()) continue;
-                if (rt_.remat_.release_holds()) continue;
                 if (rt_.remat_.yield_pins()) continue;
                 throw_out_of_memory(bytes, true);
             }
@@ -145,7 +143,6 @@ auto budgeted_memory<Rt, Backend, Meta>::allocate(std::size_t bytes) -> pointer 
         storage* victim = rt_.pool_.choose_victim();
         if (victim == nullptr) {
             if (rt_.offload_.offload_fixed()) continue;
-            if (rt_.remat_.release_holds()) continue;
             if (rt_.remat_.yield_pins()) continue;
             throw_out_of_memory(bytes, true, system_refused);
         }

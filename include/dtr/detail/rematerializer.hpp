@@ -56,19 +56,11 @@ public:
         rematerialize(o);
     }
 
-    //! @brief Under restore_pins::yield_when_full and planned, unpins the inputs of the
-    //! frames below the top. Returns: whether anything was released (the caller may evict
-    //! again).
+    //! @brief Called when an allocation finds nothing evictable. Under restore_pins::planned
+    //! the running restore first lets go of every storage it holds for reads still to come;
+    //! failing that (and under yield_when_full), the frames below the top unpin their inputs.
+    //! Returns: whether anything was released (the caller may evict again).
     bool yield_pins() noexcept;
-
-    //! @brief Under restore_pins::planned, lets go of every storage the running restore
-    //! holds for reads still to come. Returns: whether anything was let go.
-    bool release_holds() noexcept {
-        if (held_.empty()) return false;
-        while (!held_.empty()) unhold(*held_.back());
-        ++rt_.counters_.hold_releases;
-        return true;
-    }
 
 private:
     //! One step of the work stack: an operator waiting for its inputs.
@@ -106,8 +98,11 @@ private:
     void plan(op& root);
     //! Lets every hold go and forgets the plan.
     void end_plan() noexcept {
-        while (!held_.empty()) unhold(*held_.back());
+        unhold_all();
         planning_ = false;
+    }
+    void unhold_all() noexcept {
+        while (!held_.empty()) unhold(*held_.back());
     }
     std::uint32_t reads_of(const storage& s) const noexcept {
         return s.plan_epoch == epoch_ ? s.plan_reads : 0;
@@ -260,6 +255,12 @@ void rematerializer<Rt, Backend, Meta>::secure_inputs(op& root) {
 
 template <class Rt, class Backend, class Meta>
 bool rematerializer<Rt, Backend, Meta>::yield_pins() noexcept {
+    // A planned restore's holds are the softest pins: they go before any frame's.
+    if (!held_.empty()) {
+        unhold_all();
+        ++rt_.counters_.hold_releases;
+        return true;
+    }
     // Only frames below the top: the top one's inputs are those of the operator being
     // recomputed. A frame yields at most max_yields times, so a restore that cannot fit
     // ends in out_of_memory instead of going round for ever.
