@@ -119,6 +119,8 @@ TEST_CASE(
     CHECK(rt.stats().offloads == 1);
     CHECK(rt.stats().evictions == 0);
     CHECK(rt.stats().transfer_stall == 200);
+    CHECK(rt.stats().block_reuse_stall == 200); // z waited for x's block, nothing else
+    CHECK(rt.stats().copy_back_stall == 0);
     CHECK(rt.clock() == 3200);
     // Reading x: its block comes from offloading y (out-copy 3200..3400), then the copy-back
     // (3400..3600); the read waits for it.
@@ -129,6 +131,8 @@ TEST_CASE(
     CHECK(rt.stats().offloads == 2);
     CHECK(rt.clock() == 3600);
     CHECK(rt.stats().transfer_stall == 600);
+    CHECK(rt.stats().block_reuse_stall == 400); // y's out-copy freed x's new block
+    CHECK(rt.stats().copy_back_stall == 200);   // the read waited for x to land
     CHECK(rt.stats().bytes_offloaded == 200);
     CHECK(rt.stats().bytes_copied_back == 100);
     CHECK(rt.stats().transfer_cost == 600);
@@ -161,10 +165,14 @@ TEST_CASE("sim: a prefetched copy-back overlaps compute; without overlap the clo
         if (prefetch) {
             CHECK(rt.clock() == 4200); // 2200 + 1000 + 1000, the copy-back hidden
             CHECK(rt.stats().transfer_stall == 200);
+            CHECK(rt.stats().copy_back_stall == 0); // only the block's wait is left
+            CHECK(rt.stats().block_reuse_stall == 200);
         } else {
             // w waits for the out-copy (2200) and runs to 3200, the copy-back runs 3200..3400.
             CHECK(rt.clock() == 4400);
             CHECK(rt.stats().transfer_stall == 400);
+            CHECK(rt.stats().copy_back_stall == 200);
+            CHECK(rt.stats().block_reuse_stall == 200);
         }
         rt.check_invariants();
     }
@@ -174,6 +182,9 @@ TEST_CASE("sim: a prefetched copy-back overlaps compute; without overlap the clo
     CHECK(rt.evict(x));
     CHECK(rt.prefetch(x));
     CHECK(rt.clock() == 1400);
+    // The prefetch's block waited for x's out-copy, then the clock for the copy-back.
+    CHECK(rt.stats().block_reuse_stall == 200);
+    CHECK(rt.stats().copy_back_stall == 200);
     // Nothing to prefetch: resident, or no room without evicting.
     CHECK_FALSE(rt.prefetch(x));
 }

@@ -346,6 +346,7 @@ int main(int argc, char** argv) {
                 << ", \"evictions\": " << r.stats.evictions
                 << ", \"eager_evictions\": " << r.stats.eager_evictions
                 << ", \"remats\": " << r.stats.rematerializations
+                << ", \"remat_cost_ns\": " << static_cast<std::uint64_t>(r.remat)
                 << ", \"heuristic_evals\": " << r.stats.heuristic_evaluations
                 << ", \"metadata_accesses\": " << r.stats.metadata_accesses
                 << ", \"search_ns\": " << r.stats.victim_search_ns << ", \"wall_ms\": " << r.wall_ms
@@ -391,7 +392,11 @@ int main(int argc, char** argv) {
                     << ", \"transfer_cost_ns\": "
                     << static_cast<std::uint64_t>(r.stats.transfer_cost)
                     << ", \"transfer_stall_ns\": "
-                    << static_cast<std::uint64_t>(r.stats.transfer_stall);
+                    << static_cast<std::uint64_t>(r.stats.transfer_stall)
+                    << ", \"copy_back_stall_ns\": "
+                    << static_cast<std::uint64_t>(r.stats.copy_back_stall)
+                    << ", \"block_reuse_stall_ns\": "
+                    << static_cast<std::uint64_t>(r.stats.block_reuse_stall);
             if (!r.error.empty()) out << ", \"error\": \"" << json_escape(r.error) << "\"";
             out << "}" << (i + 1 < tasks.size() ? "," : "") << "\n";
         }

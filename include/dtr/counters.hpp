@@ -56,6 +56,10 @@ struct counters {
     std::size_t peak_host_bytes = 0;     //!< gauge: highest host_bytes so far
     cost_t transfer_cost = 0;            //!< modelled cost of every transfer issued (ns)
     cost_t transfer_stall = 0;           //!< clock time spent waiting for transfers (ns)
+    //! of transfer_stall, waiting for copy-backs an operator (or a read) needed landed
+    cost_t copy_back_stall = 0;
+    //! of transfer_stall, waiting for out-copies to finish reading a block about to be reused
+    cost_t block_reuse_stall = 0;
 };
 
 //! @brief Writes the counters as `name=value` pairs on one line (logs, test failures).
@@ -82,7 +86,8 @@ inline std::ostream& operator<<(std::ostream& os, const counters& c) {
               << " prefetches=" << c.prefetches << " bytes_offloaded=" << c.bytes_offloaded
               << " bytes_copied_back=" << c.bytes_copied_back << " host_bytes=" << c.host_bytes
               << " peak_host_bytes=" << c.peak_host_bytes << " transfer_cost=" << c.transfer_cost
-              << " transfer_stall=" << c.transfer_stall;
+              << " transfer_stall=" << c.transfer_stall << " copy_back_stall=" << c.copy_back_stall
+              << " block_reuse_stall=" << c.block_reuse_stall;
 }
 
 } // namespace dtr

@@ -127,7 +127,7 @@ public:
             cost_t t = 0;
             for (std::uint32_t i = 0; i < o.n_inputs; ++i)
                 t = std::max(t, o.in[i].storage->host.ready_at());
-            stall_until(t);
+            stall_until(t, &counters::copy_back_stall);
         } else {
             (void)o;
         }
@@ -135,22 +135,26 @@ public:
     //! @brief Advances the clock until `s` has landed from a copy-back.
     void wait_for(const storage* s) noexcept {
         if constexpr (offloading_backend<Backend>)
-            stall_until(s->host.ready_at());
+            stall_until(s->host.ready_at(), &counters::copy_back_stall);
         else
             (void)s;
     }
     //! @brief Advances the clock until the blocks freed by out-copies may be reused.
     void wait_for_freed_memory() noexcept {
-        if constexpr (offloading_backend<Backend>) stall_until(freed_memory_at_);
+        if constexpr (offloading_backend<Backend>)
+            stall_until(freed_memory_at_, &counters::block_reuse_stall);
     }
     //! @brief Frees the host copy of `s`, if any (its bytes are about to change, or it is
     //! destroyed).
     void release_host_copy(storage* s) noexcept;
 
 private:
-    void stall_until(cost_t t) noexcept {
+    //! Advances the clock to `t`, charging the wait to transfer_stall and to `kind`, the
+    //! half of it that says what was waited for.
+    void stall_until(cost_t t, cost_t counters::*kind) noexcept {
         if (t <= rt_.clock_) return;
         rt_.counters_.transfer_stall += t - rt_.clock_;
+        rt_.counters_.*kind += t - rt_.clock_;
         rt_.clock_ = t;
     }
     //! offload_victim past its inline test.
@@ -325,7 +329,7 @@ void offloader<Rt, Backend, Meta>::copy_back(storage* s) {
         stats.bytes_copied_back += s->bytes;
         stats.transfer_cost += rt_.backend_.transfer_cost(s->bytes);
         rt_.pool_.refresh(s);
-        if (!rt_.backend_.transfers_overlap()) stall_until(done);
+        if (!rt_.backend_.transfers_overlap()) stall_until(done, &counters::copy_back_stall);
     } else {
         (void)s;
         throw logic_error("dtr: internal error: copy_back on a backend without a host tier");
