@@ -56,7 +56,7 @@ struct counters {
     std::size_t peak_host_bytes = 0;     //!< gauge: highest host_bytes so far
     cost_t transfer_cost = 0;            //!< modelled cost of every transfer issued (ns)
     cost_t transfer_stall = 0;           //!< clock time spent waiting for transfers (ns)
-    //! of transfer_stall, waiting for copy-backs an operator (or a read) needed landed
+    //! of transfer_stall, waiting for a copy-back that an operator (or a read) needs to land
     cost_t copy_back_stall = 0;
     //! of transfer_stall, waiting for out-copies to finish reading a block about to be reused
     cost_t block_reuse_stall = 0;
