@@ -9,6 +9,7 @@
 #include <dtr/heuristic/dtr.hpp>
 #include <dtr/heuristic/dtr_local.hpp>
 #include <dtr/heuristic/lru.hpp>
+#include <dtr/heuristic/random.hpp>
 #include <dtr/runtime.hpp>
 
 #include <doctest/doctest.h>
@@ -250,6 +251,69 @@ TEST_CASE("a kept storage chosen as victim is dropped, not copied out, even unde
     dtr::tensor e = rt.call(make{100}, {}, {.cost = 1000});
     CHECK(rt.stats().offloads == 1);
     CHECK(rt.backend().tier().used_bytes() == 100);
+    rt.check_invariants();
+}
+
+TEST_CASE("a prefetch makes room from kept storages only, and only when they suffice") {
+    // 300-byte budget, keep_resident: a is released while b's record reads it, so it is
+    // kept. x (100 bytes) and z (200) are offloaded; b, c and the kept a fill the budget.
+    for (auto kept : {dtr::kept_priority::first, dtr::kept_priority::scored}) {
+        CAPTURE(static_cast<int>(kept));
+        dtr::sim_backend backend;
+        backend.enable_host_tier(slow_tier());
+        sim_rt rt({.budget = 300,
+                   .dealloc = dtr::dealloc_policy::keep_resident,
+                   .kept = kept,
+                   .offload = dtr::offload_policy::always},
+                  std::move(backend));
+        dtr::tensor x = rt.call(make{100}, {}, {.cost = 1000});
+        CHECK(rt.evict(x));
+        dtr::tensor z = rt.call(make{200}, {}, {.cost = 1000});
+        CHECK(rt.evict(z));
+        dtr::tensor a = rt.call(make{100}, {}, {.cost = 1000});
+        dtr::tensor b = rt.call(make{100}, {a}, {.cost = 1000});
+        a.reset();
+        dtr::tensor c = rt.call(make{100}, {}, {.cost = 1000});
+        CHECK(rt.resident_bytes() == 300);
+        const auto evictions = rt.stats().evictions;
+        // z needs 200 bytes and the kept storages hold 100: nothing leaves.
+        CHECK_FALSE(rt.prefetch(z));
+        CHECK(rt.resident_bytes() == 300);
+        CHECK(rt.stats().evictions == evictions);
+        // x needs 100: under kept-first the kept a is dropped for it; under scored kept
+        // storages are not the next victims, so a hint evicts nothing.
+        const bool first = kept == dtr::kept_priority::first;
+        CHECK(rt.prefetch(x) == first);
+        CHECK(rt.is_resident(x) == first);
+        CHECK(rt.stats().evictions == evictions + (first ? 1 : 0));
+        CHECK(rt.is_resident(b));
+        CHECK(rt.is_resident(c));
+        CHECK(rt.resident_bytes() == 300);
+        // Nothing kept is left: a held storage never leaves for a hint.
+        CHECK(rt.evict(c));
+        dtr::tensor d = rt.call(make{100}, {}, {.cost = 1000});
+        CHECK_FALSE(rt.prefetch(c));
+        CHECK(rt.is_resident(d));
+        rt.check_invariants();
+    }
+    // A heuristic with its own choose might name a held storage: a hint evicts nothing.
+    dtr::sim_backend backend;
+    backend.enable_host_tier(slow_tier());
+    dtr::runtime<dtr::sim_backend, dtr::heuristics::random> rt(
+        {.budget = 300,
+         .dealloc = dtr::dealloc_policy::keep_resident,
+         .offload = dtr::offload_policy::always},
+        std::move(backend));
+    dtr::tensor x = rt.call(make{100}, {}, {.cost = 1000});
+    CHECK(rt.evict(x));
+    dtr::tensor a = rt.call(make{100}, {}, {.cost = 1000});
+    dtr::tensor b = rt.call(make{100}, {a}, {.cost = 1000});
+    a.reset();
+    dtr::tensor c = rt.call(make{100}, {}, {.cost = 1000});
+    CHECK(rt.resident_bytes() == 300);
+    CHECK_FALSE(rt.prefetch(x));
+    CHECK(rt.resident_bytes() == 300);
+    CHECK(rt.stats().evictions == 0);
     rt.check_invariants();
 }
 

@@ -69,11 +69,29 @@ for bw in 25 50; do
   $OFFLOAD --offload auto --offload-bandwidth ${bw}e9 --offload-latency 5000 --offload-ahead 32 \
            --dealloc keep --kept first --json $OUT/offload-$bw-ahead32-keep.json $LOGS/*.log > /dev/null
 done
+#    With both and a look-ahead of 128 records for prefetch (the look-ahead follows the log's
+#    copies; a prefetch may drop kept storages to make room), and the look-ahead swept at 0.3
+#    and 0.2.
+mkdir -p $OUT/prefetch-sweep
+for bw in 25 50; do
+  $OFFLOAD --offload auto --offload-bandwidth ${bw}e9 --offload-latency 5000 --offload-ahead 32 \
+           --dealloc keep --kept first --prefetch 128 \
+           --json $OUT/offload-$bw-ahead32-keep-prefetch128.json $LOGS/*.log > /dev/null
+  for n in 0 8 32 64 128 256 512; do
+    $BIN --heuristic dtr_eqclass --restore-pins yield --ratio 0.3 --ratio 0.2 --jobs 1 \
+         --offload auto --offload-bandwidth ${bw}e9 --offload-latency 5000 --offload-ahead 32 \
+         --dealloc keep --kept first --prefetch $n \
+         --json $OUT/prefetch-sweep/offload-$bw-ahead32-keep-prefetch$n.json $LOGS/*.log > /dev/null
+  done
+done
 DTR_SHARED=$DTR_SHARED python3 bench/replay/offload_table.py $OUT/offload-off.json "25 GB/s=$OUT/offload-25.json" \
     "50 GB/s=$OUT/offload-50.json" "50 GB/s, prefetch 8=$OUT/offload-50-prefetch.json" \
     "25 GB/s, ahead 32=$OUT/offload-25-ahead32.json" "50 GB/s, ahead 32=$OUT/offload-50-ahead32.json" \
     "25 GB/s, ahead 32, keep first=$OUT/offload-25-ahead32-keep.json" \
-    "50 GB/s, ahead 32, keep first=$OUT/offload-50-ahead32-keep.json" > $OUT/offload-tables.md
+    "50 GB/s, ahead 32, keep first=$OUT/offload-50-ahead32-keep.json" \
+    "25 GB/s, ahead 32, keep first, prefetch 128=$OUT/offload-25-ahead32-keep-prefetch128.json" \
+    "50 GB/s, ahead 32, keep first, prefetch 128=$OUT/offload-50-ahead32-keep-prefetch128.json" \
+    > $OUT/offload-tables.md
 
 # 8. Floors (issue 13, item 5): the lowest finishing ratio on a 0.01 grid for the default and
 #    dtr_held, under each restore discipline and with offload, beside each log's physical floor.

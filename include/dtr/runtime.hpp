@@ -255,9 +255,12 @@ public:
     [[nodiscard]] bool is_offloaded(const tensor& t) const { return storage_of(t)->offloaded(); }
     //! @brief A hint that `t` will be read soon.
     //!
-    //! Effects: if its storage is offloaded and the budget has room for it without evicting
-    //! anything, starts its copy-back now, so that the transfer overlaps the compute until
-    //! it is read.
+    //! Effects: if its storage is offloaded and the budget has room for it, starts its
+    //! copy-back now, so that the transfer overlaps the compute until it is read. Room is
+    //! made only from storages kept after their last release, where they are the next
+    //! victims anyway (a scoring heuristic, while keeps_released() under
+    //! kept_priority::first), and only when those alone suffice: a hint never evicts a
+    //! storage the program holds.
     //! Returns: whether a copy-back started.
     //! Throws: dtr::logic_error on a bad handle or from inside an operator.
     bool prefetch(const tensor& t);
@@ -697,8 +700,10 @@ template <class B, class H>
 bool runtime<B, H>::prefetch(const tensor& t) {
     storage_t* s = storage_of(t);
     DTR_EXPECTS(!in_operator_, "prefetch() called from inside an operator");
-    if (!s->offloaded() || s->bytes > options_.budget - counters_.resident_bytes) return false;
+    if (!s->offloaded() || s->bytes > options_.budget) return false;
     busy_scope busy(*this);
+    const std::size_t room = options_.budget - counters_.resident_bytes;
+    if (s->bytes > room && !pool_.evict_kept(s->bytes - room)) return false;
     try {
         offload_.copy_back(s);
     } catch (const out_of_memory&) {

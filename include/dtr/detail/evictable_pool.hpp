@@ -85,6 +85,15 @@ public:
         ++(eager ? rt_.counters_.eager_evictions : rt_.counters_.evictions);
     }
 
+    //! @brief Frees at least `bytes` by evicting only members nobody holds (kept after
+    //! their last release), the policy's choice among them, or evicts nothing.
+    //!
+    //! Only where the victim scan puts kept storages first (a scoring heuristic, while
+    //! keeps_released() under kept_priority::first): a heuristic's own choose may name a
+    //! held storage. Returns: whether `bytes` were freed; false, with nothing evicted,
+    //! when the kept members hold less or the scan does not put them first.
+    bool evict_kept(std::size_t bytes);
+
     //! @brief The next victim by the heuristic (its choose, or the scan of its scores);
     //! nullptr for an empty pool.
     storage* choose_victim();
@@ -183,6 +192,31 @@ auto evictable_pool<Rt, Backend, Meta>::choose_victim() -> storage* {
     }
     count_search(start);
     return storage::of(best);
+}
+
+template <class Rt, class Backend, class Meta>
+bool evictable_pool<Rt, Backend, Meta>::evict_kept(std::size_t bytes) {
+    if constexpr (choosing_heuristic<typename Rt::heuristic_type, list_type>) {
+        return false;
+    } else {
+        if (!rt_.keeps_released() || rt_.options_.kept != kept_priority::first) return false;
+        std::size_t kept = 0; // one pass at worst, stopping once they are known to suffice
+        for (const auto& node : pool_) {
+            const auto& s = static_cast<const storage&>(node);
+            if (s.tensors.empty() && (kept += s.bytes) >= bytes) break;
+        }
+        if (kept < bytes) return false;
+        // The scan returns a kept storage while one is left, and they hold `bytes`; evicting
+        // one takes no other out of the pool. (A kept victim is dropped, never copied out.)
+        std::size_t freed = 0;
+        while (freed < bytes) {
+            storage* victim = choose_victim();
+            if (victim == nullptr || !victim->tensors.empty()) break;
+            freed += victim->bytes;
+            evict(victim, false);
+        }
+        return freed >= bytes;
+    }
 }
 
 template <class Rt, class Backend, class Meta>

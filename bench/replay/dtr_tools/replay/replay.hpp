@@ -195,17 +195,37 @@ replay_result run_replay(const trace& t, const replay_options& options,
         return rt.stats().compute_cost + rt.stats().remat_cost + rt.stats().transfer_stall;
     };
     // The look-ahead: the offloaded inputs of the next operators of the log start home.
+    // A name that a COPY or COPY_FROM inside the window defines has no handle yet; the
+    // operator that reads it reads its source's storage, so the source is what is
+    // prefetched.
+    std::vector<std::pair<name_id, name_id>> window_copies; // (copy's name, its source)
     auto prefetch_after = [&](std::size_t at, const std::vector<tensor>& handles) {
         const std::size_t end = std::min(t.records.size(), at + 1 + options.prefetch_lookahead);
+        window_copies.clear();
+        auto source_of = [&](name_id n) {
+            for (auto it = window_copies.rbegin(); it != window_copies.rend(); ++it)
+                if (it->first == n) return it->second;
+            return n;
+        };
         for (std::size_t j = at + 1; j < end; ++j) {
-            const auto* args = std::get_if<instr::call>(&t.records[j].op) != nullptr
-                                   ? &std::get<instr::call>(t.records[j].op).args
-                               : std::get_if<instr::mutate>(&t.records[j].op) != nullptr
-                                   ? &std::get<instr::mutate>(t.records[j].op).args
-                                   : nullptr;
+            const auto& op = t.records[j].op;
+            if (const auto* c = std::get_if<instr::copy>(&op)) {
+                window_copies.emplace_back(c->dst, source_of(c->src));
+                continue;
+            }
+            if (const auto* c = std::get_if<instr::copy_from>(&op)) {
+                window_copies.emplace_back(c->dst, source_of(c->src));
+                continue;
+            }
+            const auto* args =
+                std::get_if<instr::call>(&op) != nullptr     ? &std::get<instr::call>(op).args
+                : std::get_if<instr::mutate>(&op) != nullptr ? &std::get<instr::mutate>(op).args
+                                                             : nullptr;
             if (args == nullptr) continue;
-            for (name_id a : *args)
+            for (name_id arg : *args) {
+                const name_id a = source_of(arg);
                 if (handles[a].valid() && rt.is_offloaded(handles[a])) rt.prefetch(handles[a]);
+            }
         }
     };
     // Each name holds one handle. The simulator's COPY shares one tensor between names and
