@@ -206,8 +206,9 @@ bool evictable_pool<Rt, Backend, Meta>::evict_kept(std::size_t bytes) {
             if (s.tensors.empty() && (kept += s.bytes) >= bytes) break;
         }
         if (kept < bytes) return false;
-        // The scan returns a kept storage while one is left, and they hold `bytes`; evicting
-        // one takes no other out of the pool. (A kept victim is dropped, never copied out.)
+        // The scan returns a kept storage while one is left, and they hold `bytes`; should it
+        // name a held one after all, the loop stops there. (A kept victim is dropped, never
+        // copied out, so each frees its whole size.)
         std::size_t freed = 0;
         while (freed < bytes) {
             storage* victim = choose_victim();
