@@ -103,6 +103,11 @@ public:
     window_outcome evict_window(std::size_t bytes);
 
 private:
+    //! Whether the victim scan puts storages nobody holds before every held one now.
+    [[nodiscard]] bool kept_go_first() const noexcept {
+        return rt_.keeps_released() && rt_.options_.kept == kept_priority::first;
+    }
+
     //! Counts one victim search that began at `start`.
     void count_search(std::chrono::steady_clock::time_point start) noexcept {
         ++rt_.counters_.victim_searches;
@@ -145,7 +150,7 @@ auto evictable_pool<Rt, Backend, Meta>::choose_victim() -> storage* {
         // need (it saves recursion in later recomputations), so it never displaces a value
         // the program will read. Among the kept ones the policy's scores decide; once one is
         // found, held storages are no longer scored.
-        const bool kept_first = rt_.keeps_released() && rt_.options_.kept == kept_priority::first;
+        const bool kept_first = kept_go_first();
         bool kept_found = false;
         std::uint64_t evaluations = 0;
         for (storage_node<Backend, Meta>& s : pool_) {
@@ -199,7 +204,7 @@ bool evictable_pool<Rt, Backend, Meta>::evict_kept(std::size_t bytes) {
     if constexpr (choosing_heuristic<typename Rt::heuristic_type, list_type>) {
         return false;
     } else {
-        if (!rt_.keeps_released() || rt_.options_.kept != kept_priority::first) return false;
+        if (!kept_go_first()) return false;
         std::size_t kept = 0; // one pass at worst, stopping once they are known to suffice
         for (const auto& node : pool_) {
             const auto& s = static_cast<const storage&>(node);
