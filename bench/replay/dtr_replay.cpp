@@ -38,7 +38,6 @@
 // storages that outlived N newer ones out while the copy stream is idle. The slowdown
 // then counts the clock's waits for transfers, and the JSON carries the offload counters.
 #include "heuristic_registry.hpp"
-#include "replay_shards.hpp"
 
 #include <dtr_tools/cli.hpp>
 #include <dtr_tools/replay/replay.hpp>
@@ -231,11 +230,9 @@ int main(int argc, char** argv) {
     // constant as soon as nothing refers to it; so do we, for the same budgets.
     std::vector<baseline> baselines(traces.size());
     for (std::size_t l = 0; l < traces.size(); ++l) {
-        // (Through the shards, like every replay, so that this file instantiates no runtime.)
-        const auto r = dtr_bench::replay_sharded(
-            dtr::heuristics::dtr_local::name, "exhaustive", traces[l],
-            {.dealloc = dtr::dealloc_policy::banish, .thrash_limit = 0, .keep_constants = false},
-            std::nullopt);
+        const auto r = dtr::replay::run_replay<dtr::heuristics::dtr_local>(
+            traces[l],
+            {.dealloc = dtr::dealloc_policy::banish, .thrash_limit = 0, .keep_constants = false});
         if (r.status != dtr::replay::status::ok) {
             std::fprintf(stderr, "dtr-replay: %s: the unlimited run failed: %s\n", logs[l].c_str(),
                          r.error.c_str());
@@ -270,7 +267,7 @@ int main(int argc, char** argv) {
             options.tier = tier;
             options.prefetch_lookahead = prefetch;
             options.offload_ahead = offload != dtr::offload_policy::off ? offload_ahead : 0;
-            t.result = dtr_bench::replay_sharded(t.heuristic, search, traces[t.log], options, seed);
+            t.result = dtr_bench::replay_with(t.heuristic, search, traces[t.log], options, seed);
         }
     };
     std::vector<std::thread> pool;

@@ -92,29 +92,21 @@ inline std::string search_names() {
            "score-skeleton ones; random takes exhaustive only)";
 }
 
-//! Calls f(std::type_identity<S>{}) with S the policy H under strategy `search`.
+//! Calls f(std::type_identity<S>{}) with S the policy `heuristic` under strategy `search`.
 //! "exhaustive" is the runtime's own scan (H unwrapped: same choices, and a policy with its
-//! own choose(), random, keeps it). @return false for a strategy H cannot run under.
-template <class H, class F>
-bool visit_searches(const std::string& search, F&& f) {
-    if (search == "exhaustive") {
-        f(std::type_identity<H>{});
-        return true;
-    }
-    if constexpr (!chooses_itself<H>)
-        return dtr::search::with_strategy<H>(search, f);
-    else
-        return false;
-}
-
-//! Calls f(std::type_identity<S>{}) with S the policy `heuristic` under strategy `search`
-//! (visit_searches). @return false for an unknown or unsupported combination.
+//! own choose(), random, keeps it). @return false for an unknown or unsupported combination.
 template <class F>
 bool visit(const std::string& heuristic, const std::string& search, F&& f) {
     bool supported = false;
-    const bool known = dtr::heuristics::with_heuristic(
-        heuristic,
-        [&]<class H>(std::type_identity<H>) { supported = visit_searches<H>(search, f); });
+    const bool known =
+        dtr::heuristics::with_heuristic(heuristic, [&]<class H>(std::type_identity<H>) {
+            if (search == "exhaustive") {
+                f(std::type_identity<H>{});
+                supported = true;
+            } else if constexpr (!chooses_itself<H>) {
+                supported = dtr::search::with_strategy<H>(search, f);
+            }
+        });
     return known && supported;
 }
 
@@ -127,6 +119,19 @@ inline bool known_search(const std::string& name) {
 //! True when `heuristic` can run under `search`.
 inline bool supported(const std::string& heuristic, const std::string& search) {
     return visit(heuristic, search, [](auto) {});
+}
+
+//! Replays `t` with the named heuristic and search strategy (seed: see make_policy).
+inline dtr::replay::replay_result replay_with(const std::string& heuristic,
+                                              const std::string& search,
+                                              const dtr::replay::trace& t,
+                                              const dtr::replay::replay_options& options,
+                                              std::optional<std::uint64_t> seed = std::nullopt) {
+    dtr::replay::replay_result r;
+    visit(heuristic, search, [&]<class S>(std::type_identity<S>) {
+        r = dtr::replay::run_replay<S>(t, options, detail::make_policy<S>(seed));
+    });
+    return r;
 }
 
 } // namespace dtr_bench
