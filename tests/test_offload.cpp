@@ -16,6 +16,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <random>
 #include <sstream>
@@ -385,6 +386,50 @@ TEST_CASE("offload_ahead: nothing below half the budget, nothing young, nothing 
     dtr::tensor d = rt.call(make{10}, {}, {.cost = 1});
     CHECK(rt.stats().transfer_stall == 500);
     CHECK(rt.clock() == 20'601);
+}
+
+TEST_CASE(
+    "copy_back_charge: a storage with a host copy leaves by transfer when its charged "
+    "copy-back is below recomputing it") {
+    // a's copy-back takes 200 ns and recomputing it 150: charged in full it is worth neither
+    // a copy ahead nor a transfer when evicted (dropped); charged half (100 ns) it is copied
+    // ahead once b is made, and leaves with that copy when c needs its block.
+    for (double charge : {1.0, 0.5}) {
+        CAPTURE(charge);
+        dtr::sim_backend backend;
+        backend.enable_host_tier(slow_tier());
+        sim_rt rt({.budget = 250,
+                   .offload = dtr::offload_policy::automatic,
+                   .offload_ahead = 1,
+                   .copy_back_charge = charge},
+                  std::move(backend));
+        dtr::tensor a = rt.call(make{100}, {}, {.cost = 150});
+        dtr::tensor b = rt.call(make{50}, {}, {.cost = 1000});
+        const bool half = charge < 1;
+        CHECK(rt.stats().copies_ahead == (half ? 1 : 0));
+        rt.call_n(0, [](auto&) {}, {}, {.cost = 500});          // lets the copy finish
+        dtr::tensor c = rt.call(make{150}, {}, {.cost = 1000}); // evicts a (lru)
+        CHECK(rt.is_offloaded(a) == half);
+        CHECK(rt.is_resident(a) == false);
+        CHECK(rt.stats().offloads_clean == (half ? 1 : 0));
+        CHECK(rt.stats().offloads == 0);
+        CHECK(rt.stats().evictions == (half ? 0 : 1));
+        CHECK(rt.stats().transfer_stall == 0);
+        CHECK(resident_after_pin(rt, a)); // back by copy (half) or by recomputation
+        CHECK(rt.stats().copy_backs == (half ? 1 : 0));
+        CHECK(rt.stats().rematerializations == (half ? 0 : 1));
+        rt.check_invariants();
+    }
+    // Outside (0, inf) the constructor refuses it.
+    for (double bad : {0.0, -1.0, std::numeric_limits<double>::infinity(),
+                       std::numeric_limits<double>::quiet_NaN()}) {
+        CAPTURE(bad);
+        CHECK_THROWS_WITH_AS(sim_rt({.budget = 250,
+                                     .offload = dtr::offload_policy::automatic,
+                                     .copy_back_charge = bad}),
+                             doctest::Contains("copy_back_charge must be finite and > 0"),
+                             dtr::logic_error);
+    }
 }
 
 TEST_CASE("offload_ahead on a backend that cannot copy ahead is refused at construction") {

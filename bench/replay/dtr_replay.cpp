@@ -35,7 +35,9 @@
 // logs' costs are nanoseconds) on one copy stream that overlaps compute (--no-overlap: the
 // clock waits for every transfer); --offload-capacity caps the tier's bytes; --prefetch N hints
 // the offloaded inputs of the next N records after each operator; --offload-ahead N copies
-// storages that outlived N newer ones out while the copy stream is idle. The slowdown
+// storages that outlived N newer ones out while the copy stream is idle; --copy-back-charge X
+// charges a storage with a host copy X times its copy-back against recomputing it
+// (runtime_options::copy_back_charge; 0.5 suits --prefetch). The slowdown
 // then counts the clock's waits for transfers, and the JSON carries the offload counters.
 #include "heuristic_registry.hpp"
 
@@ -182,6 +184,12 @@ int main(int argc, char** argv) {
                    "with --offload: copy storages that outlived N newer ones out ahead of "
                    "eviction while the copy stream is idle (0: never)")
         ->capture_default_str();
+    double copy_back_charge = 1.0;
+    app.add_option("--copy-back-charge", copy_back_charge,
+                   "with --offload auto: the share of a copy-back charged against recomputing "
+                   "a storage that has a host copy (1: in full; 0.5 suits --prefetch)")
+        ->check(dtr::tools::positive_real)
+        ->capture_default_str();
     if (auto status = dtr::tools::parse_command_line(app, argc, argv)) return *status;
     const dtr::offload_policy offload = offload_name == "auto"     ? dtr::offload_policy::automatic
                                         : offload_name == "always" ? dtr::offload_policy::always
@@ -267,6 +275,7 @@ int main(int argc, char** argv) {
             options.tier = tier;
             options.prefetch_lookahead = prefetch;
             options.offload_ahead = offload != dtr::offload_policy::off ? offload_ahead : 0;
+            options.copy_back_charge = copy_back_charge;
             t.result = dtr_bench::replay_with(t.heuristic, search, traces[t.log], options, seed);
         }
     };
@@ -380,6 +389,7 @@ int main(int argc, char** argv) {
                     << ", \"overlap\": " << (tier.overlap ? "true" : "false")
                     << ", \"prefetch_lookahead\": " << prefetch
                     << ", \"offload_ahead\": " << offload_ahead
+                    << ", \"copy_back_charge\": " << copy_back_charge
                     << ", \"copies_ahead\": " << r.stats.copies_ahead
                     << ", \"offloads\": " << r.stats.offloads
                     << ", \"offloads_clean\": " << r.stats.offloads_clean

@@ -84,6 +84,27 @@ for bw in 25 50; do
          --json $OUT/prefetch-sweep/offload-$bw-ahead32-keep-prefetch$n.json $LOGS/*.log > /dev/null
   done
 done
+#    Copy-backs of storages with a host copy charged at a share (runtime_options::
+#    copy_back_charge): the grid at 0.5 with the look-ahead of 128, and the share swept at 0.3
+#    and 0.2, with that look-ahead and without one.
+mkdir -p $OUT/charge-sweep
+for bw in 25 50; do
+  $OFFLOAD --offload auto --offload-bandwidth ${bw}e9 --offload-latency 5000 --offload-ahead 32 \
+           --dealloc keep --kept first --prefetch 128 --copy-back-charge 0.5 \
+           --json $OUT/offload-$bw-ahead32-keep-prefetch128-charge05.json $LOGS/*.log > /dev/null
+  for c in 0.25 0.4 0.5 0.6 0.75 1; do
+    $BIN --heuristic dtr_eqclass --restore-pins yield --ratio 0.3 --ratio 0.2 --jobs 1 \
+         --offload auto --offload-bandwidth ${bw}e9 --offload-latency 5000 --offload-ahead 32 \
+         --dealloc keep --kept first --prefetch 128 --copy-back-charge $c \
+         --json $OUT/charge-sweep/offload-$bw-ahead32-keep-prefetch128-charge$c.json $LOGS/*.log > /dev/null
+  done
+  for c in 0.5 1; do
+    $BIN --heuristic dtr_eqclass --restore-pins yield --ratio 0.3 --ratio 0.2 --jobs 1 \
+         --offload auto --offload-bandwidth ${bw}e9 --offload-latency 5000 --offload-ahead 32 \
+         --dealloc keep --kept first --copy-back-charge $c \
+         --json $OUT/charge-sweep/offload-$bw-ahead32-keep-noprefetch-charge$c.json $LOGS/*.log > /dev/null
+  done
+done
 DTR_SHARED=$DTR_SHARED python3 bench/replay/offload_table.py $OUT/offload-off.json "25 GB/s=$OUT/offload-25.json" \
     "50 GB/s=$OUT/offload-50.json" "50 GB/s, prefetch 8=$OUT/offload-50-prefetch.json" \
     "25 GB/s, ahead 32=$OUT/offload-25-ahead32.json" "50 GB/s, ahead 32=$OUT/offload-50-ahead32.json" \
@@ -91,6 +112,8 @@ DTR_SHARED=$DTR_SHARED python3 bench/replay/offload_table.py $OUT/offload-off.js
     "50 GB/s, ahead 32, keep first=$OUT/offload-50-ahead32-keep.json" \
     "25 GB/s, ahead 32, keep first, prefetch 128=$OUT/offload-25-ahead32-keep-prefetch128.json" \
     "50 GB/s, ahead 32, keep first, prefetch 128=$OUT/offload-50-ahead32-keep-prefetch128.json" \
+    "25 GB/s, ahead 32, keep first, prefetch 128, charge 0.5=$OUT/offload-25-ahead32-keep-prefetch128-charge05.json" \
+    "50 GB/s, ahead 32, keep first, prefetch 128, charge 0.5=$OUT/offload-50-ahead32-keep-prefetch128-charge05.json" \
     > $OUT/offload-tables.md
 
 # 8. Floors (issue 13, item 5): the lowest finishing ratio on a 0.01 grid for the default and

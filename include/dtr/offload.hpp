@@ -194,41 +194,50 @@ template <class Storage, std::size_t max_visits = 64>
     return c;
 }
 
-//! @brief The decision for one victim `s` of `bytes` bytes: copy it out (true) or drop it.
+//! @brief What leaving by transfer is charged for a storage of `bytes` bytes, against
+//! recomputing it: with a valid host copy, its copy-back times `copy_back_charge`
+//! (runtime_options::copy_back_charge: the share of that wait a prefetching program does not
+//! hide); without, the out-copy and the copy-back in full. The out-copy is charged in full
+//! because eviction happens when an allocation needs the bytes now: the block is reused as
+//! soon as the out-copy finishes and compute waits for it.
+template <class B>
+[[nodiscard]] cost_t transfer_charge(const B& b, std::size_t bytes, bool has_copy,
+                                     double copy_back_charge) noexcept {
+    const cost_t one_way = b.transfer_cost(bytes);
+    return has_copy ? copy_back_charge * one_way : 2 * one_way;
+}
+
+//! @brief The decision for one victim `s`: copy it out (true) or drop it.
 //! - off, or no tier: drop;
-//! - a victim with a valid host copy already (it was copied back before; storages are
-//!   immutable, so the copy is still right) leaves without an out-copy: offload when its
-//!   copy-back is cheaper than recomputing it (always, under `always`);
+//! - a victim with a valid host copy already (copied ahead of eviction, or copied back
+//!   before; storages are immutable, so the copy is still right) leaves without an
+//!   out-copy: under `automatic` when its transfer_charge is below the cost of recomputing
+//!   it (always, under `always`);
 //! - otherwise the tier needs room; then under `always` offload, and under `automatic`
-//!   offload when the out-copy plus the copy-back cost less than recomputing. The out-copy is
-//!   charged in full: eviction happens when an allocation needs the bytes now, so the block
-//!   is reused as soon as the out-copy finishes and compute waits for it.
+//!   offload when the out-copy plus the copy-back (transfer_charge) cost less than
+//!   recomputing.
 template <class B, class Storage>
 [[nodiscard]] bool offload_decision(const B& b, offload_policy policy, const Storage& s,
-                                    bool has_copy) noexcept {
+                                    bool has_copy, double copy_back_charge = 1.0) noexcept {
     if constexpr (!offloading_backend<B>) {
         return false;
     } else {
         if (policy == offload_policy::off || !b.has_host_tier()) return false;
         const std::size_t bytes = s.size();
-        if (has_copy)
-            return policy == offload_policy::always ||
-                   b.transfer_cost(bytes) < recompute_estimate(s);
-        if (!b.host_room(bytes)) return false;
+        if (!has_copy && !b.host_room(bytes)) return false;
         if (policy == offload_policy::always) return true;
-        return 2 * b.transfer_cost(bytes) < recompute_estimate(s);
+        return transfer_charge(b, bytes, has_copy, copy_back_charge) < recompute_estimate(s);
     }
 }
 
 //! @brief What the victim search multiplies a storage's score by when offload is on: the
-//! share of its recompute cost that leaving costs instead, min(1, transfers / estimate), the
-//! transfers being those offload_decision would charge (one with a clean host copy, two
-//! without). The policies' scores are costs over size and staleness, so this replaces the
-//! cost term by the cheaper of recomputing and transferring; 1 when off, without a tier, or
-//! when the tier has no room.
+//! share of its recompute cost that leaving costs instead, min(1, transfer_charge /
+//! estimate), the charge offload_decision compares. The policies' scores are costs over
+//! size and staleness, so this replaces the cost term by the cheaper of recomputing and
+//! transferring; 1 when off, without a tier, or when the tier has no room.
 template <class B, class Storage>
 [[nodiscard]] double offload_score_factor(const B& b, offload_policy policy, const Storage& s,
-                                          bool has_copy) noexcept {
+                                          bool has_copy, double copy_back_charge = 1.0) noexcept {
     if constexpr (!offloading_backend<B>) {
         return 1.0;
     } else {
@@ -236,8 +245,8 @@ template <class B, class Storage>
         if (!has_copy && !b.host_room(s.size())) return 1.0;
         const cost_t estimate = recompute_estimate(s);
         if (!(estimate > 0)) return 1.0;
-        const cost_t transfers = (has_copy ? 1 : 2) * b.transfer_cost(s.size());
-        return std::min(1.0, static_cast<double>(transfers / estimate));
+        const cost_t charge = transfer_charge(b, s.size(), has_copy, copy_back_charge);
+        return std::min(1.0, static_cast<double>(charge / estimate));
     }
 }
 

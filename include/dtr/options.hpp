@@ -195,6 +195,18 @@ struct runtime_options {
     //! modelling dtr::copying_ahead_backend (the constructor throws dtr::logic_error
     //! otherwise).
     std::uint32_t offload_ahead = 0;
+    //! Under offload_policy::automatic: the share of a copy-back's transfer time charged
+    //! against recomputation for a storage that already has a host copy (a victim copied
+    //! ahead of eviction, or copied back before): whether it leaves by transfer
+    //! (dtr::offload_decision), its score factor, and whether a storage is worth copying
+    //! ahead. 1, the default, charges the copy-back in full, as the wait of a read that
+    //! finds its storage on the host. A program that prefetches what it will read
+    //! (runtime::prefetch) hides much of that wait on the copy stream: on the paper's logs
+    //! with a 128-record look-ahead, 0.5 measured best from 0.4 to 0.6, and 0.5 without
+    //! prefetch lost 1% to 1 (docs/results.md, "Offload"). A victim without a copy is
+    //! charged its out-copy and copy-back in full whatever this is: the out-copy holds the
+    //! block an allocation is waiting for. Finite and > 0.
+    double copy_back_charge = 1.0;
     //! Where in-place updates of computed storages write their new version.
     in_place_writes in_place = in_place_writes::copy;
 };

@@ -117,6 +117,9 @@ public:
                     "runtime_options::offload_ahead needs a backend that copies out ahead of "
                     "eviction (dtr::copying_ahead_backend: copy_stream_idle, copy_out_ahead, "
                     "fence_host_copy); this one does not");
+        DTR_EXPECTS(options_.copy_back_charge > 0 &&
+                        options_.copy_back_charge <= std::numeric_limits<double>::max(),
+                    "runtime_options::copy_back_charge must be finite and > 0");
     }
 
     runtime(const runtime&) = delete;

@@ -114,7 +114,7 @@ public:
         if constexpr (offloading_backend<Backend>) {
             if (rt_.options_.offload == offload_policy::off) return 1.0;
             return offload_score_factor(rt_.backend_, rt_.options_.offload, s.view(),
-                                        s.host.valid());
+                                        s.host.valid(), rt_.options_.copy_back_charge);
         } else {
             (void)s;
             return 1.0;
@@ -164,16 +164,16 @@ private:
     bool start_out_copy(storage* s, bool ahead = false) noexcept;
     //! Whether resident `s` should get a host copy ahead of eviction: it is recomputable,
     //! held (a storage nobody holds is dropped when evicted: offload_victim), has none, fits
-    //! the tier, and (under `automatic`) copying it back would be cheaper than recomputing
-    //! it, as offload_decision judges a victim with a copy. Used by copy_ahead() only, so
+    //! the tier, and (under `automatic`) offload_decision would let it leave with the copy
+    //! (its charged copy-back cheaper than recomputing it). Used by copy_ahead() only, so
     //! instantiated only on backends with the capability.
     [[nodiscard]] bool worth_copying_ahead(const storage& s) const noexcept {
         if (!s.is_resident || s.host.valid() || !s.rematerializable() || s.bytes == 0 ||
             s.tensors.empty())
             return false;
         if (!rt_.backend_.host_room(s.bytes)) return false;
-        return rt_.options_.offload == offload_policy::always ||
-               rt_.backend_.transfer_cost(s.bytes) < recompute_estimate(s.view());
+        return offload_decision(rt_.backend_, rt_.options_.offload, s.view(), true,
+                                rt_.options_.copy_back_charge);
     }
     //! Frees the device block of `s`, which has a valid host copy (now offloaded).
     void leave_device(storage* s) noexcept;
@@ -265,7 +265,8 @@ bool offloader<Rt, Backend, Meta>::offload_or_drop(storage* s, bool unheld, bool
         if (!s->host.valid()) {
             if (unheld || !offload_decision(rt_.backend_, policy, s->view(), false)) return false;
             if (!start_out_copy(s)) return false; // dropped as without offload
-        } else if (!unheld && !offload_decision(rt_.backend_, policy, s->view(), true)) {
+        } else if (!unheld && !offload_decision(rt_.backend_, policy, s->view(), true,
+                                                rt_.options_.copy_back_charge)) {
             // Dropping it keeps the policy's choice; the copy is freed with the device block.
             release_host_copy(s);
             return false;

@@ -98,6 +98,9 @@ struct replay_options {
     std::size_t prefetch_lookahead = 0;
     //! Copies out ahead of eviction (runtime_options::offload_ahead; with offload; 0: none).
     std::uint32_t offload_ahead = 0;
+    //! The share of a copy-back charged for a storage with a host copy
+    //! (runtime_options::copy_back_charge).
+    double copy_back_charge = 1.0;
 };
 
 //! @brief What one replay measured.
@@ -179,7 +182,8 @@ replay_result run_replay(const trace& t, const replay_options& options,
                                .fragmentation = options.fragmentation,
                                .placement = options.placement,
                                .offload = options.offload,
-                               .offload_ahead = options.offload_ahead};
+                               .offload_ahead = options.offload_ahead,
+                               .copy_back_charge = options.copy_back_charge};
     // Thrashing is caught inside a rematerialization too: a deep one can cost without bound.
     if (thrash_at > 0) rt_options.remat_limit = thrash_at - options.baseline_compute;
     sim_backend backend =
