@@ -189,11 +189,11 @@ struct runtime_options {
     offload_policy offload = offload_policy::off;
     //! Under offload: copies out ahead of eviction (0: none). After each first run, once
     //! resident bytes exceed half the budget and while the copy stream is idle, a storage
-    //! that has outlived this many newer ones and is worth offloading (a copy-back cheaper
-    //! than recomputing it; any, under `always`) gets a host copy, overlapping compute.
-    //! Evicting it later needs no out-copy, so nothing waits for one. Needs a backend
-    //! modelling dtr::copying_ahead_backend (the constructor throws dtr::logic_error
-    //! otherwise).
+    //! that has outlived this many newer ones and is worth offloading (its copy-back,
+    //! charged by copy_back_charge, cheaper than recomputing it; any, under `always`) gets
+    //! a host copy, overlapping compute. Evicting it later needs no out-copy, so nothing
+    //! waits for one. Needs a backend modelling dtr::copying_ahead_backend (the
+    //! constructor throws dtr::logic_error otherwise).
     std::uint32_t offload_ahead = 0;
     //! Under offload_policy::automatic: the share of a copy-back's transfer time charged
     //! against recomputation for a storage that already has a host copy (a victim copied
@@ -202,10 +202,10 @@ struct runtime_options {
     //! ahead. 1, the default, charges the copy-back in full, as the wait of a read that
     //! finds its storage on the host. A program that prefetches what it will read
     //! (runtime::prefetch) hides much of that wait on the copy stream: on the paper's logs
-    //! with a 128-record look-ahead, 0.5 measured best from 0.4 to 0.6, and 0.5 without
-    //! prefetch lost 1% to 1 (docs/results.md, "Offload"). A victim without a copy is
-    //! charged its out-copy and copy-back in full whatever this is: the out-copy holds the
-    //! block an allocation is waiting for. Finite and > 0.
+    //! with a 128-record look-ahead, 0.5 measured best (flat from 0.4 to 0.6); without
+    //! prefetch, 0.5 was about 1% slower than 1 (docs/results.md, "Offload"). A victim
+    //! without a copy is charged its out-copy and copy-back in full whatever this is: the
+    //! out-copy holds the block an allocation is waiting for. Finite and > 0.
     double copy_back_charge = 1.0;
     //! Where in-place updates of computed storages write their new version.
     in_place_writes in_place = in_place_writes::copy;
