@@ -126,6 +126,16 @@ for h in dtr_eqclass dtr_held; do
       --json $OUT/floors-$h.json $LOGS/*.log bench/trace/traces/*.log > $OUT/floors-$h.md
 done
 
+#    The floors with copies ahead, kept first and a look-ahead of 128, with copy-backs charged
+#    in full and half (runtime_options::copy_back_charge).
+C="--restore-pins yield --offload auto --offload-ahead 32 --dealloc keep --kept first --prefetch 128"
+python3 bench/replay/floors.py --replay $BIN --heuristic dtr_eqclass \
+    --config "offload 25 GB/s, prefetch 128=$C --offload-bandwidth 25e9" \
+    --config "offload 25 GB/s, prefetch 128, charge 0.5=$C --offload-bandwidth 25e9 --copy-back-charge 0.5" \
+    --config "offload 50 GB/s, prefetch 128=$C --offload-bandwidth 50e9" \
+    --config "offload 50 GB/s, prefetch 128, charge 0.5=$C --offload-bandwidth 50e9 --copy-back-charge 0.5" \
+    --json $OUT/floors-charge-dtr_eqclass.json $LOGS/*.log bench/trace/traces/*.log > $OUT/floors-charge-dtr_eqclass.md
+
 # 9. The default (issue 13, item 2): dtr_held_bounded (dtr_held with walks of at most K = 256
 #    visits) against dtr_eqclass and dtr_held, slowdowns at 0.5, 0.3 and 0.2 under the runtime's
 #    restore (yield) and floors as in section 8; the table of docs/heuristics.md, "The default".
