@@ -5,7 +5,18 @@
 // resident bytes, the recomputations, the wall time relative to the unconstrained run and
 // the final loss, which must be bit-identical at every budget (and so must the weights).
 //
+// With --offload GBPS the host backend gets a second memory tier (dtr::offloading_backend)
+// whose transfers the runtime models at GBPS GB/s plus 5 us each on one copy stream beside
+// compute: victims may be copied out instead of dropped (runtime_options::offload), storages
+// that outlived 8 newer ones are copied out while the stream is idle (offload_ahead), the
+// parameters may leave the device when nothing else can, and backward prefetches what the
+// next layer will read (runtime::prefetch), so copy-backs are charged half against
+// recomputation (copy_back_charge). The copies are real memcpys, so bit-identity checks the
+// transfers as well; the time they would take is the runtime clock's modelled wait, shown
+// apart from the wall time.
+//
 //   train_mlp [--steps N] [--depth D] [--width W] [--batch B] [--heuristic dtr_local|lru|largest]
+//             [--offload GBPS]
 #include <dtr/heuristic/dtr_local.hpp>
 #include <dtr/heuristic/largest.hpp>
 #include <dtr/heuristic/lru.hpp>
@@ -15,10 +26,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -135,6 +148,7 @@ struct sgd_update {
 struct config {
     std::size_t steps = 10, depth = 8, width = 64, batch = 1024, inputs = 32, classes = 10;
     std::string heuristic = "dtr_local";
+    double offload_gbps = 0; //!< > 0: a host tier at this bandwidth (GB/s)
 };
 
 struct result {
@@ -142,6 +156,8 @@ struct result {
     std::uint64_t weights_hash = 0;
     std::size_t peak = 0;
     std::uint64_t remats = 0, evictions = 0;
+    std::uint64_t offloads = 0, copy_backs = 0; //!< with --offload
+    double transfer_wait_ms = 0;                //!< the clock's modelled waits for transfers
     double seconds = 0;
     bool out_of_memory = false;
     std::string error;
@@ -161,10 +177,23 @@ dtr::tensor upload(Runtime& rt, std::span<const std::byte> bytes) {
     });
 }
 
+//! The runtime for one run: under --offload, with a host tier and the offload settings.
+template <class Runtime>
+Runtime make_runtime(const config& cfg, std::size_t budget) {
+    if (cfg.offload_gbps <= 0) return Runtime({.budget = budget});
+    dtr::host_backend backend;
+    backend.enable_host_tier({.transfer = {.bandwidth = cfg.offload_gbps * 1e9, .latency = 5000}});
+    return Runtime({.budget = budget,
+                    .offload = dtr::offload_policy::automatic,
+                    .offload_ahead = 8,
+                    .copy_back_charge = 0.5},
+                   std::move(backend));
+}
+
 template <class Runtime>
 result train(const config& cfg, std::size_t budget) {
     result r;
-    Runtime rt({.budget = budget});
+    Runtime rt = make_runtime<Runtime>(cfg, budget);
     std::mt19937 rng(42);
     // Synthetic task: labels from a fixed random "teacher" projection of the inputs.
     const auto data = random_floats(rng, cfg.batch * cfg.inputs, 1.0f);
@@ -202,6 +231,7 @@ result train(const config& cfg, std::size_t budget) {
             std::vector<dtr::tensor> acts{x}; // input of each layer
             dtr::tensor logits;
             for (std::size_t l = 0; l < layers; ++l) {
+                if (l + 1 < layers) rt.prefetch(w[l + 1]); // back by the time layer l is done
                 dtr::tensor z =
                     rt.call(linear_fwd{cfg.batch, dims[l], dims[l + 1]}, {acts.back(), w[l], b[l]});
                 if (l + 1 == layers)
@@ -221,6 +251,10 @@ result train(const config& cfg, std::size_t budget) {
             dtr::tensor dy = dlogits;
             dlogits.reset();
             for (std::size_t l = layers; l-- > 0;) {
+                if (l > 0) { // the next layer's input and weights: their copy-back overlaps
+                    rt.prefetch(acts[l - 1]);
+                    rt.prefetch(w[l - 1]);
+                }
                 auto [dw, db] = rt.template call<2>(
                     linear_bwd_params{cfg.batch, dims[l], dims[l + 1]}, {acts[l], dy});
                 if (l > 0)
@@ -246,6 +280,9 @@ result train(const config& cfg, std::size_t budget) {
     r.peak = rt.stats().peak_resident_bytes;
     r.remats = rt.stats().rematerializations;
     r.evictions = rt.stats().evictions;
+    r.offloads = rt.stats().offloads + rt.stats().offloads_clean;
+    r.copy_backs = rt.stats().copy_backs;
+    r.transfer_wait_ms = rt.stats().transfer_stall / 1e6;
     return r;
 }
 
@@ -256,10 +293,18 @@ int sweep(const config& cfg) {
                 cfg.inputs, cfg.depth, cfg.width, cfg.classes, cfg.batch, cfg.steps,
                 Heuristic::name);
     const result base = train<runtime>(cfg, dtr::unlimited);
-    std::printf("unconstrained run: peak %zu bytes, %.3f s, final loss %.9g\n\n", base.peak,
+    std::printf("unconstrained run: peak %zu bytes, %.3f s, final loss %.9g\n", base.peak,
                 base.seconds, static_cast<double>(base.loss));
-    std::printf("%8s %12s %12s %10s %10s %9s %14s  %s\n", "budget", "budget B", "peak B",
+    const bool offload = cfg.offload_gbps > 0;
+    if (offload)
+        std::printf(
+            "offload: a host tier at %g GB/s (offloads and copy-backs are real copies; "
+            "\"wait ms\" is the modelled time compute waits for them)\n",
+            cfg.offload_gbps);
+    std::printf("\n%8s %12s %12s %10s %10s %9s %14s  %s", "budget", "budget B", "peak B",
                 "evictions", "remats", "time x", "final loss", "bit-identical");
+    if (offload) std::printf(" %9s %10s %8s", "offloads", "copy-backs", "wait ms");
+    std::printf("\n");
     bool all_identical = true;
     int feasible = 0;
     for (int percent = 100; percent >= 5; percent -= (percent > 50 ? 10 : 5)) {
@@ -275,10 +320,14 @@ int sweep(const config& cfg) {
         const bool identical = std::memcmp(&r.loss, &base.loss, sizeof(float)) == 0 &&
                                r.weights_hash == base.weights_hash;
         all_identical &= identical;
-        std::printf("%7d%% %12zu %12zu %10llu %10llu %9.2f %14.9g  %s\n", percent, budget, r.peak,
+        std::printf("%7d%% %12zu %12zu %10llu %10llu %9.2f %14.9g  %*s", percent, budget, r.peak,
                     static_cast<unsigned long long>(r.evictions),
                     static_cast<unsigned long long>(r.remats), r.seconds / base.seconds,
-                    static_cast<double>(r.loss), identical ? "yes" : "NO");
+                    static_cast<double>(r.loss), offload ? -13 : 0, identical ? "yes" : "NO");
+        if (offload)
+            std::printf(" %9llu %10llu %8.3f", static_cast<unsigned long long>(r.offloads),
+                        static_cast<unsigned long long>(r.copy_backs), r.transfer_wait_ms);
+        std::printf("\n");
         if (r.peak > budget) {
             std::printf("budget exceeded: this is a bug\n");
             return 1;
@@ -313,10 +362,19 @@ int main(int argc, char** argv) {
             cfg.batch = std::stoul(next());
         else if (arg == "--heuristic")
             cfg.heuristic = next();
-        else {
+        else if (arg == "--offload") {
+            const std::string v = next();
+            char* end = nullptr;
+            cfg.offload_gbps = std::strtod(v.c_str(), &end);
+            if (end == v.c_str() || *end != '\0' || !(cfg.offload_gbps > 0) ||
+                !std::isfinite(cfg.offload_gbps)) {
+                std::fprintf(stderr, "--offload: GB/s must be a number > 0, not '%s'\n", v.c_str());
+                return 2;
+            }
+        } else {
             std::fprintf(stderr,
                          "usage: train_mlp [--steps N] [--depth D] [--width W] [--batch B] "
-                         "[--heuristic dtr_local|lru|largest]\n");
+                         "[--heuristic dtr_local|lru|largest] [--offload GBPS]\n");
             return 2;
         }
     }
