@@ -98,6 +98,12 @@ for bw in 25 50; do
          --dealloc keep --kept first --prefetch 128 --copy-back-charge $c \
          --json $OUT/charge-sweep/offload-$bw-ahead32-keep-prefetch128-charge$c.json $LOGS/*.log > /dev/null
   done
+  for n in 64 256 512; do
+    $BIN --heuristic dtr_eqclass --restore-pins yield --ratio 0.3 --ratio 0.2 --jobs 1 \
+         --offload auto --offload-bandwidth ${bw}e9 --offload-latency 5000 --offload-ahead 32 \
+         --dealloc keep --kept first --prefetch $n --copy-back-charge 0.5 \
+         --json $OUT/charge-sweep/offload-$bw-ahead32-keep-prefetch$n-charge0.5.json $LOGS/*.log > /dev/null
+  done
   for c in 0.5 1; do
     $BIN --heuristic dtr_eqclass --restore-pins yield --ratio 0.3 --ratio 0.2 --jobs 1 \
          --offload auto --offload-bandwidth ${bw}e9 --offload-latency 5000 --offload-ahead 32 \
