@@ -450,7 +450,7 @@ private:
     void unpin(storage_t* s) noexcept {
         if (--s->pins == 0) {
             pool_.refresh(s);
-            if (s->tensors.empty()) release_.enqueue(s);
+            if (s->unheld()) release_.enqueue(s);
         }
     }
     //! The inputs of `op` are used now (staleness).

@@ -173,6 +173,9 @@ public:
     }
     //! @brief External references (tensors with handles) on this storage.
     [[nodiscard]] std::size_t handle_count() const noexcept { return tensors.size(); }
+    //! @brief True when no handle refers to it: the program released it, and it stays for
+    //! its dependents' recipes or because the release keeps it (dealloc_policy).
+    [[nodiscard]] bool unheld() const noexcept { return tensors.empty(); }
     //! @brief Live operator records that take this storage as input.
     [[nodiscard]] std::size_t dependent_count() const noexcept { return consumers.size(); }
     //! @brief The policy's own data for this storage.

@@ -155,7 +155,7 @@ auto evictable_pool<Rt, Backend, Meta>::choose_victim() -> storage* {
         std::uint64_t evaluations = 0;
         for (storage_node<Backend, Meta>& s : pool_) {
             if (kept_first) {
-                const bool kept = storage::of(&s)->tensors.empty();
+                const bool kept = storage::of(&s)->unheld();
                 if (kept_found && !kept) continue;
                 if (kept && !kept_found) {
                     kept_found = true;
@@ -208,7 +208,7 @@ bool evictable_pool<Rt, Backend, Meta>::evict_kept(std::size_t bytes) {
         std::size_t kept = 0; // one pass at worst, stopping once they are known to suffice
         for (const auto& node : pool_) {
             const auto& s = static_cast<const storage&>(node);
-            if (s.tensors.empty() && (kept += s.bytes) >= bytes) break;
+            if (s.unheld() && (kept += s.bytes) >= bytes) break;
         }
         if (kept < bytes) return false;
         // The scan returns a kept storage while one is left, and they hold `bytes`; should it
@@ -217,7 +217,7 @@ bool evictable_pool<Rt, Backend, Meta>::evict_kept(std::size_t bytes) {
         std::size_t freed = 0;
         while (freed < bytes) {
             storage* victim = choose_victim();
-            if (victim == nullptr || !victim->tensors.empty()) break;
+            if (victim == nullptr || !victim->unheld()) break;
             freed += victim->bytes;
             evict(victim, false);
         }

@@ -435,7 +435,7 @@ void execution<Rt, Backend, Meta>::commit(std::unique_ptr<op> record, tensor* re
                 r.new_version->tensors.push_back(*tn);
             }
         }
-        if (r.old_version->tensors.empty()) rt_.release_.on_last_handle(r.old_version);
+        if (r.old_version->unheld()) rt_.release_.on_last_handle(r.old_version);
     }
 }
 

@@ -42,14 +42,14 @@ void check_invariants(const dependency_graph<Backend, Meta>& graph, const runtim
             fail(sid(s) + ": a write guard on a computed storage");
         if (!s.is_resident && s.producer == nullptr && !s.offloaded())
             fail(sid(s) + " is evicted but has no recipe");
-        if (s.tensors.empty() && s.consumers.empty() && s.pins == 0)
+        if (s.unheld() && s.consumers.empty() && s.pins == 0)
             fail(sid(s) + " is garbage (no handle, no dependent) but alive");
         if (s.queued) fail(sid(s) + " is still queued at rest");
         if (s.banish_pending && options.dealloc != dealloc_policy::banish)
             fail(sid(s) + " pending banishment under eager eviction");
         // A storage that lost its handles to a mutation while a pin guard holds it waits for
         // the guard, not for banishment, when nothing was computed from it.
-        if (options.dealloc == dealloc_policy::banish && s.tensors.empty() && !s.banish_pending &&
+        if (options.dealloc == dealloc_policy::banish && s.unheld() && !s.banish_pending &&
             !(s.pins > 0 && s.consumers.empty()))
             fail(sid(s) + " has no handle but is not pending banishment");
         for (const tensor_node& tn : s.tensors) {

@@ -47,7 +47,7 @@ public:
     //! `s` left the device that way (the caller then does not drop it).
     bool offload_victim(storage* s, bool eager) noexcept {
         if constexpr (offloading_backend<Backend>) {
-            const bool unheld = eager || (rt_.keeps_released() && s->tensors.empty());
+            const bool unheld = eager || (rt_.keeps_released() && s->unheld());
             // The common case, inline: no host copy, and either a storage nobody holds or
             // offload off. Dropped.
             if (!s->host.valid() && (unheld || rt_.options_.offload == offload_policy::off))
@@ -168,8 +168,7 @@ private:
     //! (its charged copy-back cheaper than recomputing it). Used by copy_ahead() only, so
     //! instantiated only on backends with the capability.
     [[nodiscard]] bool worth_copying_ahead(const storage& s) const noexcept {
-        if (!s.is_resident || s.host.valid() || !s.rematerializable() || s.bytes == 0 ||
-            s.tensors.empty())
+        if (!s.is_resident || s.host.valid() || !s.rematerializable() || s.bytes == 0 || s.unheld())
             return false;
         if (!rt_.backend_.host_room(s.bytes)) return false;
         return offload_decision(rt_.backend_, rt_.options_.offload, s.view(), true,

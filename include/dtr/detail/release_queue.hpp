@@ -42,7 +42,7 @@ public:
         auto* s = static_cast<storage*>(node->storage);
         s->tensors.erase(s->tensors.iterator_to(*node));
         rt_.recycle_node(node);
-        if (s->tensors.empty()) on_last_handle(s);
+        if (s->unheld()) on_last_handle(s);
     }
 
     //! @brief `s` lost its last handle: freed when nothing depends on it, else evicted
@@ -109,7 +109,7 @@ private:
     }
 
     void examine(storage* s) noexcept {
-        if (s->pins != 0 || !s->tensors.empty()) return;
+        if (s->pins != 0 || !s->unheld()) return;
         if (s->consumers.empty()) {
             destroy_storage(s);
             return;
@@ -138,7 +138,7 @@ private:
             o->for_each_product([&](storage& child) {
                 child.producer = nullptr;
                 rt_.pool_.refresh(&child);
-                if (child.tensors.empty()) request_banish(&child);
+                if (child.unheld()) request_banish(&child);
             });
             for (std::uint32_t i = 0; i < o->n_outputs; ++i) o->out[i].storage = nullptr;
             for (std::uint32_t k = 0; k < o->n_versions; ++k) o->ver[k].storage = nullptr;
