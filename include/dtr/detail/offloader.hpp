@@ -171,7 +171,13 @@ private:
         if (!s.is_resident || s.host.valid() || !s.rematerializable() || s.bytes == 0 || s.unheld())
             return false;
         if (!rt_.backend_.host_room(s.bytes)) return false;
-        return offload_decision(rt_.backend_, rt_.options_.offload, s.view(), true,
+        return leaves_by_transfer(s, true);
+    }
+    //! dtr::offload_decision for `s` under this runtime's offload policy and
+    //! copy_back_charge: whether it should leave by transfer, with a host copy already
+    //! (`has_copy`) or by a new out-copy. The one place the options reach the decision.
+    [[nodiscard]] bool leaves_by_transfer(const storage& s, bool has_copy) const noexcept {
+        return offload_decision(rt_.backend_, rt_.options_.offload, s.view(), has_copy,
                                 rt_.options_.copy_back_charge);
     }
     //! Frees the device block of `s`, which has a valid host copy (now offloaded).
@@ -258,14 +264,13 @@ void offloader<Rt, Backend, Meta>::leave_device(storage* s) noexcept {
 template <class Rt, class Backend, class Meta>
 bool offloader<Rt, Backend, Meta>::offload_or_drop(storage* s, bool unheld, bool eager) noexcept {
     if constexpr (offloading_backend<Backend>) {
-        const offload_policy policy = rt_.options_.offload;
-        // A storage with a clean host copy (copied back earlier: storages are immutable, so
-        // the copy is still right) leaves for free; otherwise the policy decides.
+        // A storage with a clean host copy (copied ahead or back earlier: storages are
+        // immutable, so the copy is still right) needs no out-copy, and leaves when its
+        // charged copy-back beats recomputing it; without one, the out-copy is charged too.
         if (!s->host.valid()) {
-            if (unheld || !offload_decision(rt_.backend_, policy, s->view(), false)) return false;
+            if (unheld || !leaves_by_transfer(*s, false)) return false;
             if (!start_out_copy(s)) return false; // dropped as without offload
-        } else if (!unheld && !offload_decision(rt_.backend_, policy, s->view(), true,
-                                                rt_.options_.copy_back_charge)) {
+        } else if (!unheld && !leaves_by_transfer(*s, true)) {
             // Dropping it keeps the policy's choice; the copy is freed with the device block.
             release_host_copy(s);
             return false;
