@@ -471,6 +471,56 @@ TEST_CASE("host: offloaded storages come back bit for bit, constants too") {
     }
 }
 
+TEST_CASE(
+    "offload_constants = false keeps constants on the device; the budget then fails "
+    "cleanly and is retried") {
+    dtr::host_backend b;
+    b.enable_host_tier({.transfer = {.bandwidth = 1e12, .latency = 0}});
+    dtr::runtime<dtr::host_backend, dtr::heuristics::dtr_local> rt(
+        {.budget = 300, .offload = dtr::offload_policy::always, .offload_constants = false},
+        std::move(b));
+    dtr::tensor c1 = rt.constant(100, [](auto v) { std::memset(v.data(), 7, v.size()); });
+    dtr::tensor c2 = rt.constant(100, [](auto v) { std::memset(v.data(), 9, v.size()); });
+    dtr::tensor a = rt.call(add{1}, {c1}, {.cost = 1e6});
+    dtr::tensor d = rt.call(add{2}, {c2}, {.cost = 1e6});
+    CHECK(rt.stats().offloads >= 1); // computed storages still leave by transfer
+    // a, d and e beside both constants need 500 bytes: the case above lets a constant leave.
+    CHECK_THROWS_AS(rt.call(add2{}, {a, d}, {.cost = 1e6}), dtr::out_of_memory);
+    CHECK(rt.stats().constant_offloads == 0);
+    rt.check_invariants();
+    rt.set_budget(500);
+    dtr::tensor e = rt.call(add2{}, {a, d}, {.cost = 1e6});
+    CHECK(first_byte(rt, e) == 19);
+    CHECK(first_byte(rt, c1) == 7);
+    CHECK(rt.stats().constant_offloads == 0);
+    rt.check_invariants();
+}
+
+TEST_CASE("drop() evicts without a transfer where evict() would copy out") {
+    dtr::host_backend b;
+    b.enable_host_tier({});
+    dtr::runtime<dtr::host_backend, dtr::heuristics::lru> rt(
+        {.budget = 400, .offload = dtr::offload_policy::always}, std::move(b));
+    dtr::tensor x = rt.call(fill{100, 5}, {}, {.cost = 10});
+    dtr::tensor y = rt.call(fill{100, 6}, {}, {.cost = 10});
+    CHECK(rt.evict(x)); // `always`: copied out
+    CHECK(rt.stats().offloads == 1);
+    CHECK(rt.drop(y));
+    CHECK(rt.stats().offloads == 1);
+    CHECK(rt.stats().evictions == 1);
+    CHECK(rt.stats().host_bytes == 100); // x's copy only
+    CHECK(first_byte(rt, y) == 6);       // recomputed
+    CHECK(rt.stats().rematerializations == 1);
+    // a storage copied back keeps its (clean) host copy; drop() releases it with the bytes
+    CHECK(first_byte(rt, x) == 5);
+    CHECK(rt.stats().copy_backs == 1);
+    CHECK(rt.drop(x));
+    CHECK(rt.stats().host_bytes == 0);
+    CHECK(first_byte(rt, x) == 5);
+    CHECK(rt.stats().rematerializations == 2);
+    rt.check_invariants();
+}
+
 TEST_CASE("a copy-back that cannot get a block throws out_of_memory and loses nothing") {
     dtr::host_backend b;
     b.enable_host_tier({});

@@ -22,6 +22,7 @@
 
 #include <dtr/backend/wall_clock.hpp>
 #include <dtr/heuristic/by_name.hpp>
+#include <dtr/offload.hpp>
 #include <dtr/runtime.hpp>
 #include <dtr/search/indexed.hpp>
 
@@ -39,6 +40,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <ctime>
 #include <functional>
@@ -202,6 +204,9 @@ public:
         return reused_;
     }
     static constexpr std::size_t cache_min = 64 << 10;
+    //! The wrapped allocator: the host tier's copies come from it, outside the measured peak
+    //! of device-side memory (they are reported as the tier's own peak).
+    c10::Allocator* base() const noexcept { return base_; }
 
     std::size_t current() const {
         std::lock_guard<std::mutex> l(mutex_);
@@ -308,14 +313,69 @@ struct block_table {
     bool in_backward = false;     //!< backward's releases are not parked (bridge::set_in_backward)
     bool keeping = false;         //!< the runtime's dealloc policy is keep_resident now
     std::size_t parked_total = 0; //!< releases of resident computed storages a recipe reads, kept
+    //! Offload (Bridge host_memory): the host tier's capacity and transfer model; a tier
+    //! only when enabled. The copies are real and synchronous (transfers do not overlap).
+    dtr::host_tier_options host_tier{};
+    bool host_tier_enabled = false;
 };
 
-class torch_backend {
+//! Copies `bytes` bytes between blocks on `dst_device` and `src_device` (the same device, or
+//! the device and host memory): memcpy on the CPU, ATen's copy kernel where a device is
+//! involved (synchronous: the bytes are there when it returns).
+void copy_bytes(void* dst, c10::Device dst_device, const void* src, c10::Device src_device,
+                std::size_t bytes) {
+    if (bytes == 0) return;
+    if (dst_device.is_cpu() && src_device.is_cpu()) {
+        std::memcpy(dst, src, bytes);
+        return;
+    }
+    c10::impl::ExcludeDispatchKeyGuard no_python(
+        c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+    at::AutoDispatchBelowADInplaceOrView below;
+    const auto n = static_cast<int64_t>(bytes);
+    auto d = at::from_blob(dst, {n}, at::TensorOptions().dtype(at::kByte).device(dst_device));
+    auto s = at::from_blob(const_cast<void*>(src), {n},
+                           at::TensorOptions().dtype(at::kByte).device(src_device));
+    d.copy_(s);
+}
+
+class torch_backend : public dtr::host_tier_holder {
 public:
     using pointer = std::byte*;
     using const_pointer = const std::byte*;
 
-    explicit torch_backend(std::shared_ptr<block_table> table) : table_(std::move(table)) {}
+    explicit torch_backend(std::shared_ptr<block_table> table) : table_(std::move(table)) {
+        if (table_->host_tier_enabled) tier_ = dtr::host_tier(table_->host_tier);
+    }
+
+    // ---- the host tier (dtr::offloading_backend) -------------------------------------------
+    //! A host copy: an ATen CPU storage (page-locked for a CUDA device, so that the copies
+    //! are DMA transfers).
+    struct host_copy {
+        c10::Storage storage;
+    };
+
+    //! Effects: copies `bytes` device bytes at `src` into a new host storage; the block may
+    //! be reused at once (the copy is synchronous). Throws when the tier is full or the host
+    //! allocation fails (the runtime then drops the victim instead).
+    dtr::copy_out_result<host_copy> copy_out(const_pointer src, std::size_t bytes,
+                                             dtr::cost_t now) {
+        if (!tier_.room(bytes)) throw std::runtime_error("dtr_torch: the host tier is full");
+        host_copy h{host_storage(bytes)};
+        copy_bytes(h.storage.data_ptr().get(), c10::kCPU, src, table_->device, bytes);
+        tier_.hold(bytes);
+        const dtr::cost_t done = tier_.issue(bytes, now);
+        return {std::move(h), done};
+    }
+    //! Effects: copies a host copy into the device block `dst`; the copy stays valid.
+    dtr::cost_t copy_in(pointer dst, const host_copy& copy, std::size_t bytes, dtr::cost_t now) {
+        copy_bytes(dst, table_->device, copy.storage.data_ptr().get(), c10::kCPU, bytes);
+        return tier_.issue(bytes, now);
+    }
+    void free_host(host_copy& copy, std::size_t bytes) noexcept {
+        copy.storage = c10::Storage();
+        tier_.release(bytes);
+    }
 
     //! Effects: adopts the pending storage when one of this size is waiting, else allocates
     //! a new storage from the device's allocator. Zero-byte blocks get one byte so that
@@ -341,19 +401,7 @@ public:
     void deallocate(pointer p, std::size_t) noexcept { table_->blocks.erase(p); }
 
     void copy(pointer dst, const_pointer src, std::size_t bytes) {
-        if (bytes == 0) return;
-        if (table_->device.is_cpu()) {
-            std::memcpy(dst, src, bytes);
-            return;
-        }
-        // Device memory (CUDA builds of PyTorch): let ATen pick the copy kernel.
-        c10::impl::ExcludeDispatchKeyGuard no_python(
-            c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
-        at::AutoDispatchBelowADInplaceOrView below;
-        auto opts = at::TensorOptions().dtype(at::kByte).device(table_->device);
-        auto d = at::from_blob(dst, {static_cast<int64_t>(bytes)}, opts);
-        auto s = at::from_blob(const_cast<std::byte*>(src), {static_cast<int64_t>(bytes)}, opts);
-        d.copy_(s);
+        copy_bytes(dst, table_->device, src, table_->device, bytes);
     }
 
     template <class Body>
@@ -373,10 +421,24 @@ public:
     block_table& table() noexcept { return *table_; }
 
 private:
+    c10::Storage host_storage(std::size_t bytes) const {
+        const std::size_t n = std::max<std::size_t>(bytes, 1);
+        if (table_->device.is_cpu())
+            return c10::Storage(c10::Storage::use_byte_size_t(), n, cpu_counter().base(),
+                                /*resizable=*/false);
+        c10::impl::ExcludeDispatchKeyGuard no_python(
+            c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+        at::AutoDispatchBelowADInplaceOrView below;
+        return at::empty({static_cast<int64_t>(n)},
+                         at::TensorOptions().dtype(at::kByte).pinned_memory(true))
+            .storage();
+    }
+
     std::shared_ptr<block_table> table_;
 };
 
 static_assert(dtr::backend<torch_backend>);
+static_assert(dtr::offloading_backend<torch_backend>);
 static_assert(dtr::cost_clock<torch_backend>);
 
 using context_t = dtr::op_context<torch_backend>;
@@ -410,6 +472,7 @@ public:
     virtual dtr::tensor copy_constant(const std::byte* src, std::size_t bytes) = 0;
     virtual std::unique_ptr<pinned> pin(const dtr::tensor& t) = 0;
     virtual bool evict(const dtr::tensor& t) = 0;
+    virtual bool drop(const dtr::tensor& t) = 0;
     virtual bool is_rematerializable(const dtr::tensor& t) const = 0;
     virtual bool is_resident(const dtr::tensor& t) const = 0;
     virtual void set_budget(std::size_t bytes) = 0;
@@ -468,6 +531,7 @@ public:
         return p;
     }
     bool evict(const dtr::tensor& t) override { return rt_.evict(t); }
+    bool drop(const dtr::tensor& t) override { return rt_.drop(t); }
     bool is_rematerializable(const dtr::tensor& t) const override {
         return rt_.is_rematerializable(t);
     }
@@ -867,11 +931,46 @@ struct storage_ref {
 
 using ref_ptr = std::shared_ptr<storage_ref>;
 
+//! Measures the copy between the device and host memory the host tier would use: the best
+//! of a few 32 MiB copies each way gives the bandwidth, the best 4 KiB copy the latency.
+dtr::transfer_model measure_transfer(c10::Device device) {
+    c10::impl::ExcludeDispatchKeyGuard no_python(
+        c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+    at::AutoDispatchBelowADInplaceOrView below;
+    const auto host_opts = at::TensorOptions().dtype(at::kByte).pinned_memory(!device.is_cpu());
+    auto best_ns = [&](int64_t n, int reps) {
+        at::Tensor d = at::empty({n}, at::TensorOptions().dtype(at::kByte).device(device));
+        at::Tensor h = at::empty({n}, host_opts);
+        d.fill_(1);
+        h.fill_(2);
+        double best = 0;
+        for (int i = 0; i < reps; ++i) {
+            const auto t0 = std::chrono::steady_clock::now();
+            copy_bytes(h.data_ptr(), c10::kCPU, d.data_ptr(), device, static_cast<std::size_t>(n));
+            copy_bytes(d.data_ptr(), device, h.data_ptr(), c10::kCPU, static_cast<std::size_t>(n));
+            const double ns =
+                std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0)
+                    .count() /
+                2;
+            if (i == 0 || ns < best) best = ns;
+        }
+        return best;
+    };
+    const int64_t large = int64_t{32} << 20;
+    const double latency = best_ns(4096, 20);
+    const double large_ns = best_ns(large, 3);
+    dtr::transfer_model m;
+    m.latency = static_cast<dtr::cost_t>(latency);
+    m.bandwidth = static_cast<double>(large) / (std::max(large_ns - latency, 1.0) * 1e-9);
+    return m;
+}
+
 class bridge {
 public:
     bridge(std::size_t budget, const std::string& heuristic, const std::string& device,
            py::object wrapper_factory, py::object oom_type, py::object thrash_type,
-           const std::string& restore, const std::string& dealloc)
+           const std::string& restore, const std::string& dealloc, std::size_t host_memory,
+           double offload_bandwidth, double offload_latency_ns)
         : table_(std::make_shared<block_table>()),
           make_wrapper_(std::move(wrapper_factory)),
           oom_type_(std::move(oom_type)),
@@ -913,11 +1012,18 @@ public:
         } else if (dealloc != "eager_evict")
             throw std::invalid_argument("dtr_torch: dealloc must be eager_evict or banish, not '" +
                                         dealloc + "'");
+        if (host_memory != 0) enable_offload(o, host_memory, offload_bandwidth, offload_latency_ns);
         rt_ = std::shared_ptr<runtime_iface>(make_runtime(heuristic, o, table_));
         py_device_ = py::reinterpret_steal<py::object>(THPDevice_New(table_->device));
     }
 
     std::uint64_t id() const noexcept { return id_; }
+
+    //! The host tier's transfer model (bytes/s, ns per transfer); bandwidth 0 without a tier.
+    dtr::transfer_model transfer() const noexcept {
+        return table_->host_tier_enabled ? table_->host_tier.transfer
+                                         : dtr::transfer_model{.bandwidth = 0, .latency = 0};
+    }
 
     // ---- references ---------------------------------------------------------------------
 
@@ -1098,7 +1204,9 @@ public:
             it != table_->blocks.end() && size != 0 && it->second.nbytes() == size)
             keep = it->second;
         p.reset();
-        if (keep && rt_->evict(ref->handle) && table_->blocks.find(data) == table_->blocks.end()) {
+        // Dropped, not offloaded: the bytes live on in the constant, a host copy would be a
+        // wasted transfer.
+        if (keep && rt_->drop(ref->handle) && table_->blocks.find(data) == table_->blocks.end()) {
             try {
                 c = rt_->adopt(keep);
             } catch (const dtr::out_of_memory& e) {
@@ -1217,6 +1325,36 @@ public:
 private:
     //! After a mutation: plain tensors sharing a mutated storage move to its new version.
     void follow_mutation(const ref_ptr& ref);
+
+    //! Gives the backend a host tier of `host_memory` bytes and lets the runtime copy
+    //! victims out to it when that is cheaper than recomputing them (offload_policy::
+    //! automatic). `bandwidth` 0 measures the link (measure_transfer). Constants stay on the
+    //! device: parameters are adopted storages that PyTorch keeps and writes.
+    void enable_offload(dtr::runtime_options& o, std::size_t host_memory, double bandwidth,
+                        double latency_ns) {
+        if (!std::isfinite(bandwidth) || bandwidth < 0)
+            throw std::invalid_argument(
+                "dtr_torch: offload_bandwidth must be finite and >= 0 "
+                "(0 measures it), not " +
+                std::to_string(bandwidth));
+        if (!std::isfinite(latency_ns) || latency_ns < 0)
+            throw std::invalid_argument(
+                "dtr_torch: offload_latency_ns must be finite and >= 0, not " +
+                std::to_string(latency_ns));
+        dtr::host_tier_options t;
+        t.capacity = host_memory;
+        t.overlap = false; // the copies are synchronous: the clock waits for each
+        if (bandwidth == 0) {
+            t.transfer = measure_transfer(table_->device);
+        } else {
+            t.transfer.bandwidth = bandwidth;
+            t.transfer.latency = static_cast<dtr::cost_t>(latency_ns);
+        }
+        table_->host_tier = t;
+        table_->host_tier_enabled = true;
+        o.offload = dtr::offload_policy::automatic;
+        o.offload_constants = false;
+    }
 
     std::shared_ptr<block_table> table_;
     std::shared_ptr<runtime_iface> rt_;
@@ -1745,10 +1883,12 @@ PYBIND11_MODULE(_dtr_torch, m) {
 
     py::class_<bridge>(m, "Bridge")
         .def(py::init<std::size_t, const std::string&, const std::string&, py::object, py::object,
-                      py::object, const std::string&, const std::string&>(),
+                      py::object, const std::string&, const std::string&, std::size_t, double,
+                      double>(),
              py::arg("budget"), py::arg("heuristic"), py::arg("device"), py::arg("wrapper_factory"),
              py::arg("oom_type"), py::arg("thrash_type"), py::arg("restore") = "yield_when_full",
-             py::arg("dealloc") = "eager_evict")
+             py::arg("dealloc") = "eager_evict", py::arg("host_memory") = 0,
+             py::arg("offload_bandwidth") = 0.0, py::arg("offload_latency_ns") = 0.0)
         .def_property_readonly("id", &bridge::id)
         .def("dispatch", &bridge::dispatch)
         .def("adopt", [](bridge& b, py::object t) { return b.adopt(THPVariable_Unpack(t.ptr())); })
@@ -1827,6 +1967,17 @@ PYBIND11_MODULE(_dtr_torch, m) {
             d["parked_total"] = b.rt().table().parked_total;
             d["pin_yields"] = c.pin_yields;
             d["hold_releases"] = c.hold_releases;
+            // offload (Runtime(host_memory=...); all 0 without a host tier)
+            d["offloads"] = c.offloads;
+            d["offloads_clean"] = c.offloads_clean;
+            d["copy_backs"] = c.copy_backs;
+            d["bytes_offloaded"] = c.bytes_offloaded;
+            d["bytes_copied_back"] = c.bytes_copied_back;
+            d["host_bytes"] = c.host_bytes;
+            d["peak_host_bytes"] = c.peak_host_bytes;
+            d["transfer_cost_ns"] = c.transfer_cost;
+            d["offload_bandwidth"] = b.transfer().bandwidth;
+            d["offload_latency_ns"] = b.transfer().latency;
             return d;
         });
 

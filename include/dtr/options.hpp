@@ -207,6 +207,12 @@ struct runtime_options {
     //! without a copy is charged its out-copy and copy-back in full whatever this is: the
     //! out-copy holds the block an allocation is waiting for. Finite and > 0.
     double copy_back_charge = 1.0;
+    //! Under offload: whether constants (storages without a recipe) may leave the device
+    //! when nothing evictable is left. A framework whose constants share their memory with
+    //! objects outside the runtime (the PyTorch bridge adopts parameters' own storages,
+    //! which the framework keeps and writes) turns it off: freeing the runtime's block would
+    //! not free that memory, and the copy brought back would not be the framework's.
+    bool offload_constants = true;
     //! Where in-place updates of computed storages write their new version.
     in_place_writes in_place = in_place_writes::copy;
 };

@@ -251,6 +251,13 @@ public:
     //! Returns: true if it left the device.
     bool evict(const tensor& t);
 
+    //! @brief Evicts `t`'s storage now if it is evictable, dropping its bytes even where
+    //! runtime_options::offload would copy them out: for a caller that keeps the bytes
+    //! itself (the PyTorch bridge hands a gradient's block over to a constant), so that a
+    //! host copy would be a wasted transfer. A host copy the storage has is released.
+    //! Returns: true if it left the device.
+    bool drop(const tensor& t);
+
     // ---- offload (runtime_options::offload, on a backend modelling dtr::offloading_backend)
 
     //! @brief Returns: whether `t`'s storage is in the backend's host tier only.
@@ -696,6 +703,16 @@ bool runtime<B, H>::evict(const tensor& t) {
     if (!s->evictable()) return false;
     busy_scope busy(*this);
     pool_.evict(s, false);
+    return true;
+}
+
+template <class B, class H>
+bool runtime<B, H>::drop(const tensor& t) {
+    storage_t* s = storage_of(t);
+    DTR_EXPECTS(!in_operator_, "drop() called from inside an operator");
+    if (!s->evictable()) return false;
+    busy_scope busy(*this);
+    pool_.drop(s, false);
     return true;
 }
 

@@ -222,18 +222,38 @@ class Runtime:
                  backward, once the budget has bound); not with dealloc="banish"
     restore:     runtime_options::restore: "yield_when_full" (default), "planned" or "hold"
     dealloc:     runtime_options::dealloc: "eager_evict" (default) or "banish"
+    host_memory: bytes of host memory the runtime may copy victims out to instead of
+                 dropping them (offload; None: no host tier). A victim leaves by copy when
+                 its two transfers cost less than recomputing it; parameters and other
+                 constants stay on the device. The copies are synchronous (docs/torch.md,
+                 "Offload to host memory")
+    offload_bandwidth: the host tier's transfer model, bytes per second (None: measured at
+                 construction, from 32 MiB copies between the device and host memory)
+    offload_latency_ns: ns added to every transfer (with offload_bandwidth; measured with it
+                 otherwise)
     """
 
     def __init__(self, budget: Optional[int] = None, heuristic: str = "dtr_eqclass",
                  device: str = "cpu", remat_limit: Optional[float] = None,
                  deterministic_costs: bool = False, inplace_rewrite: bool = True,
                  cost_clock: str = "wall", park_released: bool = False,
-                 restore: str = "yield_when_full", dealloc: str = "eager_evict"):
+                 restore: str = "yield_when_full", dealloc: str = "eager_evict",
+                 host_memory: Optional[int] = None, offload_bandwidth: Optional[float] = None,
+                 offload_latency_ns: float = 0.0):
         b = (1 << 64) - 1 if budget is None else int(budget)
         if b <= 0:
             raise ValueError(f"dtr_torch.Runtime: budget must be positive, got {budget}")
+        host = 0 if host_memory is None else int(host_memory)
+        if host_memory is not None and host <= 0:
+            raise ValueError(f"dtr_torch.Runtime: host_memory must be positive, got {host_memory}")
+        if host == 0 and offload_bandwidth is not None:
+            raise ValueError("dtr_torch.Runtime: offload_bandwidth needs host_memory")
+        if offload_bandwidth is not None and not offload_bandwidth > 0:
+            raise ValueError("dtr_torch.Runtime: offload_bandwidth must be positive, got "
+                             f"{offload_bandwidth}")
         self._bridge = _ext.Bridge(b, heuristic, device, self._make_wrapper, OutOfMemoryError,
-                                   ThrashingError, restore, dealloc)
+                                   ThrashingError, restore, dealloc, host,
+                                   float(offload_bandwidth or 0.0), float(offload_latency_ns))
         self._bridge.set_cost_clock(cost_clock)
         self._bridge.set_park_released(bool(park_released))
         if remat_limit is not None:

@@ -4,6 +4,7 @@
     python3 -m dtr_torch.bench --model SPEC --batch B --steps N --ratios 1,0.5,0.33,0.25
         [--heuristic H] [--find-floor] [--json FILE] [--size S] [--classes C]
         [--cost-clock wall|thread_cpu] [--park-released] [--restore yield_when_full|planned|hold]
+        [--host-memory BYTES [--offload-bandwidth BYTES_PER_S]]
 
 SPEC is ``torchvision:NAME`` (any torchvision classifier, random weights, ``--size`` x
 ``--size`` images, ``--classes`` classes), ``FILE.py:FACTORY`` where ``FACTORY(batch)``
@@ -22,6 +23,12 @@ the largest single operator's inputs and outputs) / unlimited peak.
 The reference (unlimited) run uses the runtime's defaults but for the heuristic: with
 ``--park-released`` an unlimited run would keep released storages resident, so its peak would
 be no reference; the budgets in bytes are the same with and without the options.
+
+With ``--host-memory`` the budgeted runs have a host tier: victims are copied out to host
+memory when two transfers cost less than recomputing them, and three more columns give the
+copies out, the copies back and the tier's peak bytes (outside the budget and outside the
+allocator peak). The transfer model is measured by the first budgeted run unless
+``--offload-bandwidth`` sets it.
 """
 
 from __future__ import annotations
@@ -169,6 +176,10 @@ def _row(model: str, ratio: float, budget: int, plain: _Run, peak: int, floor,
         row["remat_cost_ns"] = run.stats["remat_cost_ns"]
         row["victim_search_ns"] = run.stats["victim_search_ns"]
         row["heuristic_evaluations"] = run.stats["heuristic_evaluations"]
+        # offload (--host-memory): 0 without a host tier
+        row["offloads"] = run.stats["offloads"] + run.stats["offloads_clean"]
+        row["copy_backs"] = run.stats["copy_backs"]
+        row["host_peak_bytes"] = run.stats["peak_host_bytes"]
     if status == "ok":
         row["bit_identical"] = _identical(plain, run)
         row["step_time_ratio"] = _median_after_warmup(run.times) / _median_after_warmup(plain.times)
@@ -184,7 +195,8 @@ def _row(model: str, ratio: float, budget: int, plain: _Run, peak: int, floor,
 def _attempt(args, factory, ratio: float, peak: int, plain: _Run, floor: float) -> Tuple[dict, Optional[_Run]]:
     row, run = _attempt_once(args, factory, ratio, peak, plain, floor)
     row.update(heuristic=args.heuristic, cost_clock=args.cost_clock, park_released=args.park_released,
-               restore=args.restore, thrash_factor=args.thrash_factor)
+               restore=args.restore, thrash_factor=args.thrash_factor, host_memory=args.host_memory,
+               offload_bandwidth=args.offload_bandwidth)
     return row, run
 
 
@@ -196,7 +208,10 @@ def _attempt_once(args, factory, ratio: float, peak: int, plain: _Run, floor: fl
     rt = dtr_torch.Runtime(budget=budget, heuristic=args.heuristic,
                            remat_limit=args.thrash_factor * plain_total_ns,
                            cost_clock=args.cost_clock, park_released=args.park_released,
-                           restore=args.restore)
+                           restore=args.restore, host_memory=args.host_memory,
+                           offload_bandwidth=args.offload_bandwidth)
+    if args.host_memory and args.offload_bandwidth is None:
+        args.offload_bandwidth = rt.stats()["offload_bandwidth"]  # measured once, then fixed
     run = _Run()
     try:
         run = _train(factory, args.batch, args.steps, args.seed, args.optimizer, rt)
@@ -225,7 +240,9 @@ def _print_row(r: dict) -> None:
     print(f"{r['ratio']:>7.3f}{tag:8} {_fmt_bytes(r['budget_bytes']):>9} {r['status']:>6} "
           f"{_fmt_bytes(r['runtime_peak_bytes']):>9} {_fmt_bytes(r['allocator_peak_bytes']):>9} "
           f"{_fmt_bytes(r['plain_peak_bytes']):>9} {tr:>7} {tc:>7} {str(r['remats']):>7} "
-          f"{str(r['evictions']):>7} {bi:>5}", flush=True)
+          f"{str(r['evictions']):>7} {bi:>5}"
+          + (f" {r['offloads']:>6} {r['copy_backs']:>6} {_fmt_bytes(r['host_peak_bytes']):>9}"
+             if r.get("host_memory") and r.get("offloads") is not None else ""), flush=True)
     if r.get("error"):
         print(f"         {r['status']}: {r['error'][:400]}", flush=True)
 
@@ -264,7 +281,16 @@ def main(argv: Optional[List[str]] = None) -> int:
                    help="released storages that records still read stay resident until evicted (dtr_torch.Runtime)")
     p.add_argument("--restore", choices=("yield_when_full", "planned", "hold"), default="yield_when_full",
                    help="runtime_options::restore")
+    p.add_argument("--host-memory", type=int, default=None, metavar="BYTES",
+                   help="a host tier of BYTES: victims are copied out to host memory when that is cheaper "
+                   "than recomputing them (dtr_torch.Runtime host_memory; constants stay)")
+    p.add_argument("--offload-bandwidth", type=float, default=None, metavar="BYTES_PER_S",
+                   help="the host tier's transfer model (default: measured by the first budgeted run)")
     a = p.parse_args(argv)
+    if a.host_memory is not None and a.host_memory <= 0:
+        p.error("--host-memory must be positive")
+    if a.offload_bandwidth is not None and (a.host_memory is None or not a.offload_bandwidth > 0):
+        p.error("--offload-bandwidth needs --host-memory and must be positive")
     try:
         ratios = [float(x) for x in a.ratios.split(",") if x.strip()]
     except ValueError:
@@ -287,7 +313,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     floor_grads = (floor_bytes + unlimited.param_bytes) / peak
     print(f"# {a.model} batch {a.batch} steps {a.steps} heuristic {a.heuristic} threads {a.threads} "
           f"optimizer {a.optimizer} cost-clock {a.cost_clock} park-released {'yes' if a.park_released else 'no'} "
-          f"restore {a.restore} thrash-factor {a.thrash_factor:g}")
+          f"restore {a.restore} thrash-factor {a.thrash_factor:g}"
+          + (f" host-memory {_fmt_bytes(a.host_memory)}" if a.host_memory else ""))
     print(f"# plain: median step {_median_after_warmup(plain.times) * 1e3:.1f} ms "
           f"(CPU {_median_after_warmup(plain.cpu_times) * 1e3:.1f} ms), allocator peak "
           f"{_fmt_bytes(plain.alloc_peak)}; unlimited runtime: peak {_fmt_bytes(peak)}, step "
@@ -298,7 +325,8 @@ def main(argv: Optional[List[str]] = None) -> int:
           f"{_fmt_bytes(unlimited.state_bytes)} + largest operator {_fmt_bytes(unlimited.stats['max_op_bytes'])}) "
           f"/ peak = {floor:.3f}; with the gradients {floor_grads:.3f}")
     print(f"{'ratio':>7}{'':8} {'budget':>9} {'status':>6} {'rt peak':>9} {'alloc pk':>9} {'plain pk':>9} "
-          f"{'time x':>7} {'cpu x':>7} {'remats':>7} {'evicts':>7} {'equal':>5}")
+          f"{'time x':>7} {'cpu x':>7} {'remats':>7} {'evicts':>7} {'equal':>5}"
+          + (f" {'out':>6} {'back':>6} {'host pk':>9}" if a.host_memory else ""))
     rows = []
     for r in ratios:
         row, _ = _attempt(a, factory, r, peak, plain, (floor, floor_grads))

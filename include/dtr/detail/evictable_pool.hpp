@@ -77,6 +77,13 @@ public:
     //! eager eviction when its last handle went (`eager`), else as a victim's.
     void evict(storage* s, bool eager) noexcept {
         if (rt_.offload_.offload_victim(s, eager)) return; // copied out to the host tier instead
+        drop(s, eager);
+    }
+
+    //! @brief Evicts `s` by dropping its bytes, whatever the offload policy would choose (a
+    //! host copy it has is released with them).
+    void drop(storage* s, bool eager) noexcept {
+        rt_.offload_.release_host_copy(s);
         rt_.memory_.free(s->ptr, s->bytes);
         s->ptr = typename Backend::pointer{};
         s->is_resident = false;
