@@ -313,10 +313,18 @@ struct block_table {
     bool in_backward = false;     //!< backward's releases are not parked (bridge::set_in_backward)
     bool keeping = false;         //!< the runtime's dealloc policy is keep_resident now
     std::size_t parked_total = 0; //!< releases of resident computed storages a recipe reads, kept
-    //! Offload (Bridge host_memory): the host tier's capacity and transfer model; a tier
-    //! only when enabled. The copies are real and synchronous (transfers do not overlap).
-    dtr::host_tier_options host_tier{};
-    bool host_tier_enabled = false;
+    //! Offload (Bridge host_memory): the host tier's capacity and transfer model, none without
+    //! one. The copies are real and synchronous (transfers do not overlap).
+    std::optional<dtr::host_tier_options> host_tier;
+};
+
+//! ATen called directly, as the kernels underneath the bridge: below the Python dispatch mode
+//! (the bridge's own, which would route the call back to the runtime) and below autograd and
+//! its ADInplaceOrView handling (the runtime's recipes and copies are not autograd's business).
+struct below_python_mode {
+    c10::impl::ExcludeDispatchKeyGuard no_python{
+        c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot})};
+    at::AutoDispatchBelowADInplaceOrView below;
 };
 
 //! Copies `bytes` bytes between blocks on `dst_device` and `src_device` (the same device, or
@@ -329,9 +337,7 @@ void copy_bytes(void* dst, c10::Device dst_device, const void* src, c10::Device 
         std::memcpy(dst, src, bytes);
         return;
     }
-    c10::impl::ExcludeDispatchKeyGuard no_python(
-        c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
-    at::AutoDispatchBelowADInplaceOrView below;
+    below_python_mode plain_aten;
     const auto n = static_cast<int64_t>(bytes);
     auto d = at::from_blob(dst, {n}, at::TensorOptions().dtype(at::kByte).device(dst_device));
     auto s = at::from_blob(const_cast<void*>(src), {n},
@@ -345,7 +351,7 @@ public:
     using const_pointer = const std::byte*;
 
     explicit torch_backend(std::shared_ptr<block_table> table) : table_(std::move(table)) {
-        if (table_->host_tier_enabled) tier_ = dtr::host_tier(table_->host_tier);
+        if (table_->host_tier) tier_ = dtr::host_tier(*table_->host_tier);
     }
 
     // ---- the host tier (dtr::offloading_backend) -------------------------------------------
@@ -426,9 +432,7 @@ private:
         if (table_->device.is_cpu())
             return c10::Storage(c10::Storage::use_byte_size_t(), n, cpu_counter().base(),
                                 /*resizable=*/false);
-        c10::impl::ExcludeDispatchKeyGuard no_python(
-            c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
-        at::AutoDispatchBelowADInplaceOrView below;
+        below_python_mode plain_aten;
         return at::empty({static_cast<int64_t>(n)},
                          at::TensorOptions().dtype(at::kByte).pinned_memory(true))
             .storage();
@@ -728,9 +732,7 @@ void fill_stack(torch::jit::Stack& s, const std::vector<arg_slot>& slots,
 
 void recipe::run(context_t& ctx) {
     scoped_ns run_timer{ctx.rematerializing() ? prof.remat_recipe_ns : prof.recipe_ns};
-    c10::impl::ExcludeDispatchKeyGuard no_python(
-        c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
-    at::AutoDispatchBelowADInplaceOrView below;
+    below_python_mode plain_aten;
 
     const std::size_t n_in = ctx.num_inputs();
     std::vector<c10::Storage> storages;
@@ -934,9 +936,7 @@ using ref_ptr = std::shared_ptr<storage_ref>;
 //! Measures the copy between the device and host memory the host tier would use: the best
 //! of a few 32 MiB copies each way gives the bandwidth, the best 4 KiB copy the latency.
 dtr::transfer_model measure_transfer(c10::Device device) {
-    c10::impl::ExcludeDispatchKeyGuard no_python(
-        c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
-    at::AutoDispatchBelowADInplaceOrView below;
+    below_python_mode plain_aten;
     const auto host_opts = at::TensorOptions().dtype(at::kByte).pinned_memory(!device.is_cpu());
     auto best_ns = [&](int64_t n, int reps) {
         at::Tensor d = at::empty({n}, at::TensorOptions().dtype(at::kByte).device(device));
@@ -1021,8 +1021,8 @@ public:
 
     //! The host tier's transfer model (bytes/s, ns per transfer); bandwidth 0 without a tier.
     dtr::transfer_model transfer() const noexcept {
-        return table_->host_tier_enabled ? table_->host_tier.transfer
-                                         : dtr::transfer_model{.bandwidth = 0, .latency = 0};
+        return table_->host_tier ? table_->host_tier->transfer
+                                 : dtr::transfer_model{.bandwidth = 0, .latency = 0};
     }
 
     // ---- references ---------------------------------------------------------------------
@@ -1152,9 +1152,7 @@ public:
     //! A plain tensor holding a copy of the wrapper's value (pins, recomputing if needed).
     at::Tensor materialize(const ref_ptr& ref, const geometry& g) {
         auto p = pin(ref->handle);
-        c10::impl::ExcludeDispatchKeyGuard no_python(
-            c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
-        at::AutoDispatchBelowADInplaceOrView below;
+        below_python_mode plain_aten;
         at::Tensor view = tensor_on(borrowed_storage(p->data, p->size, table_->device), g);
         return view.clone(at::MemoryFormat::Preserve);
     }
@@ -1351,7 +1349,6 @@ private:
             t.transfer.latency = static_cast<dtr::cost_t>(latency_ns);
         }
         table_->host_tier = t;
-        table_->host_tier_enabled = true;
         o.offload = dtr::offload_policy::automatic;
         o.offload_constants = false;
     }
@@ -1556,9 +1553,7 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
         }
         if (ok) {
             const pinned_inputs held = pin_all(inputs);
-            c10::impl::ExcludeDispatchKeyGuard no_python(c10::DispatchKeySet(
-                {c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
-            at::AutoDispatchBelowADInplaceOrView below;
+            below_python_mode plain_aten;
             torch::jit::Stack s = stack;
             fill_stack(s, r->slots, r->tensors, held.storages);
             {
@@ -1634,9 +1629,7 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
 
     // ---- views: no runtime call, the result shares the argument's storage -----------------
     if (info.kind == op_info::view) {
-        c10::impl::ExcludeDispatchKeyGuard no_python(
-            c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
-        at::AutoDispatchBelowADInplaceOrView below;
+        below_python_mode plain_aten;
         // Metadata-only storages (no memory) with the true sizes: views never read data.
         std::vector<c10::Storage> fake;
         fake.reserve(inputs.size());
@@ -1697,9 +1690,7 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
             if (rt_->is_rematerializable(in->handle)) eager_constant = false;
     if ((n_out == 0 && !writes) || eager_constant) {
         pinned_inputs held = pin_all(inputs);
-        c10::impl::ExcludeDispatchKeyGuard no_python(
-            c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
-        at::AutoDispatchBelowADInplaceOrView below;
+        below_python_mode plain_aten;
         const std::vector<c10::Storage>& st = held.storages;
         torch::jit::Stack s = stack;
         fill_stack(s, r->slots, r->tensors, st);
