@@ -51,6 +51,8 @@ def main():
         ns = cp.parse_args(shlex.split(opts))
         for k in ("model", "batch", "steps", "seed", "optimizer"):
             setattr(ns, k, getattr(a, k))
+        # the bench's runs read these too: no host tier in a compared configuration
+        ns.host_memory, ns.offload_bandwidth, ns.offload_latency_ns = None, None, 0.0
         configs.append((name, ns))
     torch.set_num_threads(1)
     factory = B._load_factory(a.model, a.size, a.classes)

@@ -27,8 +27,8 @@ be no reference; the budgets in bytes are the same with and without the options.
 With ``--host-memory`` the budgeted runs have a host tier: victims are copied out to host
 memory when two transfers cost less than recomputing them, and three more columns give the
 copies out, the copies back and the tier's peak bytes (outside the budget and outside the
-allocator peak). The transfer model is measured by the first budgeted run unless
-``--offload-bandwidth`` sets it.
+allocator peak). The transfer model (bandwidth and latency) is measured once, before the
+runs, unless ``--offload-bandwidth`` sets it.
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ def _attempt(args, factory, ratio: float, peak: int, plain: _Run, floor: float) 
     row, run = _attempt_once(args, factory, ratio, peak, plain, floor)
     row.update(heuristic=args.heuristic, cost_clock=args.cost_clock, park_released=args.park_released,
                restore=args.restore, thrash_factor=args.thrash_factor, host_memory=args.host_memory,
-               offload_bandwidth=args.offload_bandwidth)
+               offload_bandwidth=args.offload_bandwidth, offload_latency_ns=args.offload_latency_ns)
     return row, run
 
 
@@ -209,9 +209,8 @@ def _attempt_once(args, factory, ratio: float, peak: int, plain: _Run, floor: fl
                            remat_limit=args.thrash_factor * plain_total_ns,
                            cost_clock=args.cost_clock, park_released=args.park_released,
                            restore=args.restore, host_memory=args.host_memory,
-                           offload_bandwidth=args.offload_bandwidth)
-    if args.host_memory and args.offload_bandwidth is None:
-        args.offload_bandwidth = rt.stats()["offload_bandwidth"]  # measured once, then fixed
+                           offload_bandwidth=args.offload_bandwidth,
+                           offload_latency_ns=args.offload_latency_ns)
     run = _Run()
     try:
         run = _train(factory, args.batch, args.steps, args.seed, args.optimizer, rt)
@@ -285,7 +284,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                    help="a host tier of BYTES: victims are copied out to host memory when that is cheaper "
                    "than recomputing them (dtr_torch.Runtime host_memory; constants stay)")
     p.add_argument("--offload-bandwidth", type=float, default=None, metavar="BYTES_PER_S",
-                   help="the host tier's transfer model (default: measured by the first budgeted run)")
+                   help="the host tier's transfer model (default: measured once, before the runs)")
     a = p.parse_args(argv)
     if a.host_memory is not None and a.host_memory <= 0:
         p.error("--host-memory must be positive")
@@ -302,6 +301,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     torch.set_num_threads(a.threads)
     import dtr_torch
     factory = _load_factory(a.model, a.size, a.classes)
+    a.offload_latency_ns = 0.0
+    if a.host_memory and a.offload_bandwidth is None:
+        # measured once, so that every ratio's runtime has the same transfer model
+        link = dtr_torch.Runtime(host_memory=a.host_memory).stats()
+        a.offload_bandwidth, a.offload_latency_ns = link["offload_bandwidth"], link["offload_latency_ns"]
 
     plain = _train(factory, a.batch, a.steps, a.seed, a.optimizer)
     ref = dtr_torch.Runtime(heuristic=a.heuristic)
