@@ -496,6 +496,61 @@ TEST_CASE(
     rt.check_invariants();
 }
 
+TEST_CASE(
+    "allow_offload lets one constant leave under offload_constants = false, and its updated "
+    "versions after it") {
+    auto make_runtime = [](std::size_t budget) {
+        dtr::host_backend b;
+        b.enable_host_tier({.transfer = {.bandwidth = 1e12, .latency = 0}});
+        return std::make_unique<dtr::runtime<dtr::host_backend, dtr::heuristics::dtr_local>>(
+            dtr::runtime_options{.budget = budget,
+                                 .offload = dtr::offload_policy::always,
+                                 .offload_constants = false},
+            std::move(b));
+    };
+    auto increment = [](dtr::op_context<dtr::host_backend>& ctx) {
+        auto io = ctx.inout(0).as<unsigned char>();
+        for (auto& x : io) x = static_cast<unsigned char>(x + 1);
+    };
+    SUBCASE("allowed") {
+        auto rt = make_runtime(400);
+        dtr::tensor c1 = rt->constant(100, [](auto v) { std::memset(v.data(), 7, v.size()); });
+        dtr::tensor c2 = rt->constant(100, [](auto v) { std::memset(v.data(), 9, v.size()); });
+        rt->allow_offload(c2);
+        rt->mutate(increment, {c2}, {0}, 1e6); // a new version, allowed as the old one was
+        CHECK_FALSE(rt->is_rematerializable(c2));
+        dtr::tensor a = rt->call(add{1}, {c1}, {.cost = 1e6});
+        dtr::tensor d = rt->call(add{2}, {c2}, {.cost = 1e6});
+        // a, d and e beside both constants need 500 bytes: c2 leaves, c1 stays.
+        dtr::tensor e = rt->call(add2{}, {a, d}, {.cost = 1e6});
+        CHECK(rt->stats().constant_offloads == 1);
+        CHECK(rt->is_offloaded(c2));
+        CHECK(rt->is_resident(c1));
+        rt->check_invariants();
+        CHECK(first_byte(*rt, e) == 20);
+        CHECK(first_byte(*rt, c2) == 10);
+        CHECK(first_byte(*rt, c1) == 7);
+        CHECK(rt->stats().copy_backs >= 1);
+        CHECK_THROWS_WITH_AS(rt->allow_offload(a), doctest::Contains("is not a constant"),
+                             dtr::logic_error);
+        rt->check_invariants();
+    }
+    SUBCASE("taken back") {
+        auto rt = make_runtime(400);
+        dtr::tensor c1 = rt->constant(100, [](auto v) { std::memset(v.data(), 7, v.size()); });
+        dtr::tensor c2 = rt->constant(100, [](auto v) { std::memset(v.data(), 9, v.size()); });
+        rt->allow_offload(c2);
+        rt->mutate(increment, {c2}, {0}, 1e6);
+        rt->allow_offload(c2, false);
+        dtr::tensor a = rt->call(add{1}, {c1}, {.cost = 1e6});
+        dtr::tensor d = rt->call(add{2}, {c2}, {.cost = 1e6});
+        CHECK_THROWS_AS(rt->call(add2{}, {a, d}, {.cost = 1e6}), dtr::out_of_memory);
+        CHECK(rt->stats().constant_offloads == 0);
+        CHECK(first_byte(*rt, d) == 12);
+        rt->check_invariants();
+    }
+}
+
 TEST_CASE("drop() evicts without a transfer where evict() would copy out") {
     dtr::host_backend b;
     b.enable_host_tier({});

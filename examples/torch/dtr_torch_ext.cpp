@@ -475,8 +475,11 @@ public:
     //! A constant holding a copy of `bytes` bytes at `src`.
     virtual dtr::tensor copy_constant(const std::byte* src, std::size_t bytes) = 0;
     virtual std::unique_ptr<pinned> pin(const dtr::tensor& t) = 0;
+    //! A constant pinned to be written in place (the runtime forgets any host copy of it).
+    virtual std::unique_ptr<pinned> pin_for_write(const dtr::tensor& t) = 0;
     virtual bool evict(const dtr::tensor& t) = 0;
     virtual bool drop(const dtr::tensor& t) = 0;
+    virtual void allow_offload(const dtr::tensor& t, bool allowed) = 0;
     virtual bool is_rematerializable(const dtr::tensor& t) const = 0;
     virtual bool is_resident(const dtr::tensor& t) const = 0;
     virtual void set_budget(std::size_t bytes) = 0;
@@ -523,19 +526,15 @@ public:
             if (bytes != 0) rt_.backend().copy(b.data(), src, bytes);
         });
     }
-    std::unique_ptr<pinned> pin(const dtr::tensor& t) override {
-        struct guard final : pinned {
-            explicit guard(typename dtr::runtime<torch_backend, H>::read_guard g)
-                : g(std::move(g)) {}
-            typename dtr::runtime<torch_backend, H>::read_guard g;
-        };
-        auto p = std::make_unique<guard>(rt_.pin(t));
-        p->data = p->g.data().data();
-        p->size = p->g.data().size();
-        return p;
+    std::unique_ptr<pinned> pin(const dtr::tensor& t) override { return guarded(rt_.pin(t)); }
+    std::unique_ptr<pinned> pin_for_write(const dtr::tensor& t) override {
+        return guarded(rt_.pin_for_write(t));
     }
     bool evict(const dtr::tensor& t) override { return rt_.evict(t); }
     bool drop(const dtr::tensor& t) override { return rt_.drop(t); }
+    void allow_offload(const dtr::tensor& t, bool allowed) override {
+        rt_.allow_offload(t, allowed);
+    }
     bool is_rematerializable(const dtr::tensor& t) const override {
         return rt_.is_rematerializable(t);
     }
@@ -552,6 +551,18 @@ public:
     const char* heuristic_name() const override { return H::name; }
 
 private:
+    template <class Guard>
+    static std::unique_ptr<pinned> guarded(Guard g) {
+        struct holder final : pinned {
+            explicit holder(Guard g) : g(std::move(g)) {}
+            Guard g;
+        };
+        auto p = std::make_unique<holder>(std::move(g));
+        p->data = reinterpret_cast<const std::byte*>(p->g.data().data());
+        p->size = p->g.data().size();
+        return p;
+    }
+
     std::shared_ptr<block_table> table_;
     dtr::runtime<torch_backend, H> rt_;
 };
@@ -1163,19 +1174,24 @@ public:
         std::vector<std::unique_ptr<pinned>> pins;
         std::vector<c10::Storage> storages;
     };
-    pinned_inputs pin_all(const std::vector<ref_ptr>& inputs) {
+    //! With `written`, the inputs it flags are constants the kernel writes in place: pinned
+    //! for writing, so that the runtime drops any host copy of their old bytes.
+    pinned_inputs pin_all(const std::vector<ref_ptr>& inputs,
+                          const std::vector<std::uint8_t>* written = nullptr) {
         pinned_inputs p;
-        for (const ref_ptr& in : inputs) {
-            p.pins.push_back(pin(in->handle));
+        for (std::size_t i = 0; i < inputs.size(); ++i) {
+            const ref_ptr& in = inputs[i];
+            p.pins.push_back(written != nullptr && (*written)[i] ? pin(in->handle, true)
+                                                                 : pin(in->handle));
             p.storages.push_back(
                 borrowed_storage(p.pins.back()->data, p.pins.back()->size, table_->device));
         }
         return p;
     }
 
-    std::unique_ptr<pinned> pin(const dtr::tensor& t) {
+    std::unique_ptr<pinned> pin(const dtr::tensor& t, bool for_write = false) {
         try {
-            return rt_->pin(t);
+            return for_write ? rt_->pin_for_write(t) : rt_->pin(t);
         } catch (const dtr::out_of_memory& e) {
             raise(oom_type_, std::string("pin (reading a tensor): ") + e.what());
         } catch (const dtr::thrashing& e) {
@@ -1220,6 +1236,9 @@ public:
                 raise(oom_type_, std::string("promoting state to a constant: ") + e.what());
             }
         }
+        // Its bytes are the bridge's alone (a gradient, optimizer state): with a host tier it
+        // may leave the device like an activation, unlike the parameters PyTorch holds.
+        rt_->allow_offload(c, true);
         ref->handle = std::move(c);
         ref->new_version();
         ++promotions_;
@@ -1251,7 +1270,10 @@ public:
             ++promotions_;
             if (!ref->plains.empty()) follow_mutation(ref);
         }
-        auto p = rt_->pin(ref->handle);
+        // The process group holds the block and writes it: it must not move to the host tier
+        // meanwhile, and a host copy of its old bytes is stale (pin_for_write drops it).
+        rt_->allow_offload(ref->handle, false);
+        auto p = pin(ref->handle, true);
         auto it = table_->blocks.find(p->data);
         if (it == table_->blocks.end())
             throw std::logic_error("dtr_torch: constant not in the block table");
@@ -1326,8 +1348,10 @@ private:
 
     //! Gives the backend a host tier of `host_memory` bytes and lets the runtime copy
     //! victims out to it when that is cheaper than recomputing them (offload_policy::
-    //! automatic). `bandwidth` 0 measures the link (measure_transfer). Constants stay on the
-    //! device: parameters are adopted storages that PyTorch keeps and writes.
+    //! automatic). `bandwidth` 0 measures the link (measure_transfer). Parameters and inputs
+    //! stay on the device (adopted storages that PyTorch keeps and writes); the constants the
+    //! bridge makes itself (promoted gradients and state, eager results) may leave
+    //! (runtime::allow_offload), once nothing evictable is left.
     void enable_offload(dtr::runtime_options& o, std::size_t host_memory, double bandwidth,
                         double latency_ns) {
         if (!std::isfinite(bandwidth) || bandwidth < 0)
@@ -1552,7 +1576,7 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
                 if (mutated[i] && *inputs[i]->readers != 0) ok = false;
         }
         if (ok) {
-            const pinned_inputs held = pin_all(inputs);
+            const pinned_inputs held = pin_all(inputs, &mutated);
             below_python_mode plain_aten;
             torch::jit::Stack s = stack;
             fill_stack(s, r->slots, r->tensors, held.storages);
@@ -1720,6 +1744,7 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
             } catch (const dtr::out_of_memory& e) {
                 raise(oom_type_, info.name + ": " + e.what());
             }
+            rt_->allow_offload(ref->handle, true); // a new storage only the bridge holds
             ++eager_constants_;
             return wrap(std::move(ref), geometry::of(t));
         };
@@ -1961,6 +1986,7 @@ PYBIND11_MODULE(_dtr_torch, m) {
             // offload (Runtime(host_memory=...); all 0 without a host tier)
             d["offloads"] = c.offloads;
             d["offloads_clean"] = c.offloads_clean;
+            d["constant_offloads"] = c.constant_offloads; // gradients and optimizer state
             d["copy_backs"] = c.copy_backs;
             d["bytes_offloaded"] = c.bytes_offloaded;
             d["bytes_copied_back"] = c.bytes_copied_back;

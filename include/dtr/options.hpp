@@ -212,6 +212,8 @@ struct runtime_options {
     //! objects outside the runtime (the PyTorch bridge adopts parameters' own storages,
     //! which the framework keeps and writes) turns it off: freeing the runtime's block would
     //! not free that memory, and the copy brought back would not be the framework's.
+    //! Constants only the runtime holds can still be let go one by one with
+    //! runtime::allow_offload.
     bool offload_constants = true;
     //! Where in-place updates of computed storages write their new version.
     in_place_writes in_place = in_place_writes::copy;

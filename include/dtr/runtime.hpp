@@ -258,6 +258,16 @@ public:
     //! Returns: true if it left the device.
     bool drop(const tensor& t);
 
+    //! @brief Lets constant `t`'s storage leave the device under offload even where
+    //! runtime_options::offload_constants is false (`allowed` = false takes that back).
+    //!
+    //! For a constant whose bytes nothing outside the runtime holds, in a program whose
+    //! other constants must stay: the PyTorch bridge's gradients and optimizer state, beside
+    //! parameters that PyTorch keeps. New versions made by mutating it inherit the setting.
+    //! Effects: none while offload is off or the backend has no host tier.
+    //! Throws: dtr::logic_error on a bad handle or when `t` is not a constant.
+    void allow_offload(const tensor& t, bool allowed = true);
+
     // ---- offload (runtime_options::offload, on a backend modelling dtr::offloading_backend)
 
     //! @brief Returns: whether `t`'s storage is in the backend's host tier only.
@@ -714,6 +724,16 @@ bool runtime<B, H>::drop(const tensor& t) {
     busy_scope busy(*this);
     pool_.drop(s, false);
     return true;
+}
+
+template <class B, class H>
+void runtime<B, H>::allow_offload(const tensor& t, bool allowed) {
+    storage_t* s = storage_of(t);
+    DTR_EXPECTS(s->is_constant,
+                "allow_offload: storage #" + std::to_string(s->sid) +
+                    " is not a constant (computed storages leave the device by the policy's "
+                    "choice already)");
+    s->may_offload = allowed;
 }
 
 template <class B, class H>

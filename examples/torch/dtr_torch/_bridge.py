@@ -353,28 +353,48 @@ class Runtime:
                 self._bridge.promote(ref)
 
     def _give_back(self) -> None:
-        """On exit: gradients and optimizer state become plain tensors again (with the
-        budget lifted meanwhile: leaving must not fail because reading needs recomputation)."""
+        """On exit: gradients and optimizer state become plain tensors again, one at a time
+        under the budget (reading one may copy it back from the host tier or recompute it,
+        and the runtime's storage goes as soon as its plain copy exists). Leaving must not
+        fail: where one does not fit, the budget is lifted for the rest of the give-back and
+        restored afterwards where what is resident fits it."""
         budget = self._bridge.budget
-        self._bridge.set_budget((1 << 64) - 1)
-        try:
-            self._give_back_now()
-        finally:
-            try:
-                self._bridge.set_budget(budget)
-            except ValueError:
-                pass  # what is resident now does not fit the old budget: keep it lifted
+        lifted = False
 
-    def _give_back_now(self) -> None:
-        for p, g in self._bridge.leaf_grad_pairs():
+        def plain(v):
+            nonlocal lifted
+            try:
+                return v.materialize()
+            except (OutOfMemoryError, ThrashingError):
+                if lifted:
+                    raise
+                lifted = True
+                self._bridge.set_budget((1 << 64) - 1)
+                return v.materialize()
+
+        try:
+            self._give_back_now(plain)
+        finally:
+            if lifted:
+                try:
+                    self._bridge.set_budget(budget)
+                except ValueError:
+                    pass  # what is resident now does not fit the old budget: keep it lifted
+
+    def _give_back_now(self, plain) -> None:
+        pairs = self._bridge.leaf_grad_pairs()
+        while pairs:
+            p, g = pairs.pop()
             if isinstance(g, DTRTensor) and getattr(g, "_dtr_rt", None) is self:
-                p.grad = g.materialize()
+                p.grad = plain(g)
+            del p, g  # the last reference to the wrapper: its storage leaves the runtime
         for obj in gc.get_objects():
             if isinstance(obj, torch.optim.Optimizer):
                 for st in obj.state.values():
                     for k, v in list(st.items()):
                         if isinstance(v, DTRTensor) and getattr(v, "_dtr_rt", None) is self:
-                            st[k] = v.materialize()
+                            st[k] = plain(v)
+                        del v
         self._bridge.drop_adoption_refs()
         for h in self._hooks:
             h.remove()

@@ -178,6 +178,7 @@ def _row(model: str, ratio: float, budget: int, plain: _Run, peak: int, floor,
         row["heuristic_evaluations"] = run.stats["heuristic_evaluations"]
         # offload (--host-memory): 0 without a host tier
         row["offloads"] = run.stats["offloads"] + run.stats["offloads_clean"]
+        row["constant_offloads"] = run.stats["constant_offloads"]  # gradients, optimizer state
         row["copy_backs"] = run.stats["copy_backs"]
         row["host_peak_bytes"] = run.stats["peak_host_bytes"]
     if status == "ok":
@@ -240,7 +241,8 @@ def _print_row(r: dict) -> None:
           f"{_fmt_bytes(r['runtime_peak_bytes']):>9} {_fmt_bytes(r['allocator_peak_bytes']):>9} "
           f"{_fmt_bytes(r['plain_peak_bytes']):>9} {tr:>7} {tc:>7} {str(r['remats']):>7} "
           f"{str(r['evictions']):>7} {bi:>5}"
-          + (f" {r['offloads']:>6} {r['copy_backs']:>6} {_fmt_bytes(r['host_peak_bytes']):>9}"
+          + (f" {r['offloads']:>6} {r['constant_offloads']:>6} {r['copy_backs']:>6} "
+             f"{_fmt_bytes(r['host_peak_bytes']):>9}"
              if r.get("host_memory") and r.get("offloads") is not None else ""), flush=True)
     if r.get("error"):
         print(f"         {r['status']}: {r['error'][:400]}", flush=True)
@@ -282,7 +284,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                    help="runtime_options::restore")
     p.add_argument("--host-memory", type=int, default=None, metavar="BYTES",
                    help="a host tier of BYTES: victims are copied out to host memory when that is cheaper "
-                   "than recomputing them (dtr_torch.Runtime host_memory; constants stay)")
+                   "than recomputing them (dtr_torch.Runtime host_memory; gradients and optimizer state may "
+                   "leave too, parameters stay)")
     p.add_argument("--offload-bandwidth", type=float, default=None, metavar="BYTES_PER_S",
                    help="the host tier's transfer model (default: measured once, before the runs)")
     a = p.parse_args(argv)
@@ -328,9 +331,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(f"# physical floor f = (params {_fmt_bytes(unlimited.param_bytes)} + optimizer state "
           f"{_fmt_bytes(unlimited.state_bytes)} + largest operator {_fmt_bytes(unlimited.stats['max_op_bytes'])}) "
           f"/ peak = {floor:.3f}; with the gradients {floor_grads:.3f}")
+    if a.host_memory:
+        # gradients and optimizer state may leave for the tier (parameters stay: PyTorch holds
+        # them), so the floor that binds a run with the tier is below f
+        tier_floor = (unlimited.param_bytes + unlimited.stats["max_op_bytes"]) / peak
+        print(f"# with the host tier, gradients and optimizer state may leave: (params + largest "
+              f"operator) / peak = {tier_floor:.3f}")
     print(f"{'ratio':>7}{'':8} {'budget':>9} {'status':>6} {'rt peak':>9} {'alloc pk':>9} {'plain pk':>9} "
           f"{'time x':>7} {'cpu x':>7} {'remats':>7} {'evicts':>7} {'equal':>5}"
-          + (f" {'out':>6} {'back':>6} {'host pk':>9}" if a.host_memory else ""))
+          + (f" {'out':>6} {'state':>6} {'back':>6} {'host pk':>9}" if a.host_memory else ""))
     rows = []
     for r in ratios:
         row, _ = _attempt(a, factory, r, peak, plain, (floor, floor_grads))

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Offload to host memory (Runtime(host_memory=...)): victims copied out to a host tier and
 back instead of recomputed, bit-identical to plain PyTorch; nothing copied where the budget
-never binds; a budget below what recomputation alone can meet finishes with the tier; a tier
-too small for anything falls back to recomputation; misuse of the options is refused.
+never binds; a budget below what recomputation alone can meet finishes with the tier, and one
+below the physical floor where gradients and optimizer state leave too; a tier too small for
+anything falls back to recomputation; misuse of the options is refused.
 
 Costs are deterministic and the transfer model fixed, so the runtime's choices are the same
 on every machine."""
@@ -65,6 +66,31 @@ def main():
     # random operators and batch norm's running statistics through the tier
     drop = lambda: models.make_dropout_bn(batch=512, features=32, hidden=128, layers=4)  # noqa: E731
     check("dropout + batch norm", drop, (1.5,))
+
+    # Below the physical floor f (parameters + optimizer state + the largest operator), where
+    # parameters and state outweigh activations: gradients and optimizer state are the
+    # bridge's own constants and leave for the tier (parameters stay, PyTorch holds them).
+    # Without the tier this budget cannot fit.
+    mlp = lambda: models.make_dropout_bn(batch=8, features=128, hidden=256, layers=3)  # noqa: E731
+    for opt, m in (("sgd", 0.9), ("adam", 0.8)):
+        ref = train(mlp, 2, opt=opt)
+        peak, floor = peak_of(mlp, 2, opt)
+        budget = int(m * floor)
+        rt = dtr_torch.Runtime(budget=budget, deterministic_costs=True, host_memory=1 << 32,
+                               offload_bandwidth=BANDWIDTH)
+        got = train(mlp, 2, rt, opt=opt)
+        st = rt.stats()
+        assert_identical(ref, got, f"mlp ({opt}) at {m}f with offload")
+        assert st["peak_resident_bytes"] <= budget and st["constant_offloads"] > 0, st
+        print(f"  mlp ({opt}) at {m}f = {budget / peak:.2f} of the peak: bit-identical, "
+              f"{st['constant_offloads']} of {st['offloads'] + st['offloads_clean']} copies out "
+              f"were gradients or optimizer state")
+        try:
+            train(mlp, 2, dtr_torch.Runtime(budget=budget, deterministic_costs=True), opt=opt)
+        except dtr_torch.OutOfMemoryError:
+            pass
+        else:
+            raise AssertionError(f"mlp ({opt}) at {m}f finished without a tier")
 
     # the measured transfer model is reported
     rt = dtr_torch.Runtime(host_memory=1 << 20)

@@ -256,6 +256,7 @@ struct storage_record final : storage_node<Backend, Meta> {
     pointer ptr{};
     std::uint32_t write_guards = 0; //!< live pin_for_write guards (also counted in pins)
     bool is_constant = false;       //!< created by runtime::constant (or a version of one)
+    bool may_offload = false;       //!< a constant runtime::allow_offload lets leave
     bool banish_pending = false;    //!< released under the banish policy, not yet safe
     bool queued = false;            //!< on the release queue (collection or banish re-check)
     bool restore_held = false;      //!< held by a planned restore (one of its pins)

@@ -261,6 +261,7 @@ void execution<Rt, Backend, Meta>::execute(op& o, bool remat, std::optional<cost
                                                                  constant_update::rematerializable);
         if (!remat && !keeps_recipe) o.ver[k].storage = nullptr;
         install(o, v.target, v.ptr, keeps_recipe, old->is_constant && !keeps_recipe, cost);
+        if (!remat) v.target->may_offload = old->may_offload;
     }
     if constexpr (deferred_costs<Backend>) {
         // Only a measured cost is corrected later. The record is worth correcting only on a

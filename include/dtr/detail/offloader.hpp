@@ -292,14 +292,14 @@ bool offloader<Rt, Backend, Meta>::offload_or_drop(storage* s, bool unheld, bool
 template <class Rt, class Backend, class Meta>
 bool offloader<Rt, Backend, Meta>::offload_fixed() noexcept {
     if constexpr (offloading_backend<Backend>) {
-        if (rt_.options_.offload == offload_policy::off || !rt_.options_.offload_constants ||
-            !rt_.backend_.has_host_tier())
+        if (rt_.options_.offload == offload_policy::off || !rt_.backend_.has_host_tier())
             return false;
         // The least recently used resident storage nothing can evict: unpinned, without a
         // recipe (constants, and the children of banished storages), not being written.
         storage* best = nullptr;
         for (storage& s : rt_.graph_.storages) {
             if (!s.is_resident || s.producer != nullptr || s.pins != 0) continue;
+            if (!rt_.options_.offload_constants && !s.may_offload) continue;
             if (!s.host.valid() && !rt_.backend_.host_room(s.bytes)) continue;
             if (best == nullptr || s.accessed < best->accessed) best = &s;
         }
