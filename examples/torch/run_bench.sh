@@ -55,3 +55,17 @@ b densenet121-b16-tf50 $dn --steps 2 --ratios 0.179,0.219 $tf50
 b gpt-6x256-b8-1step-tf50 --model gpt --batch 8 --steps 1 --ratios 0.2625 $tf50
 # (run once here and stopped by hand after 11 minutes of CPU: gpt-6x256-b8-tf50-unfinished.txt)
 b gpt-6x256-b8-tf50 --model gpt --batch 8 --steps 2 --ratios 0.2625 $tf50
+# Offload to host memory (docs/torch.md, "Offload to host memory"): the six models with a host
+# tier of 16 GB, the link measured once by the bench, CPU-clock costs; gradients and optimizer
+# state may leave for the tier, parameters stay. mobilenet_v2 at batch 8, 96x96 with and
+# without the tier (the first comparison made), the others as in the table above.
+host="--cost-clock thread_cpu --host-memory 16000000000"
+o() { name=$1; shift; "$py" -W ignore -m dtr_torch.bench --threads 1 --json "$out/offload/$name.json" "$@" | tee "$out/offload/$name.txt"; }
+mkdir -p "$out/offload"
+o mobilenet_v2-none --model torchvision:mobilenet_v2 --batch 8 --size 96 --steps "$steps" --ratios 0.5,0.33,0.25 --cost-clock thread_cpu
+o mobilenet_v2-host --model torchvision:mobilenet_v2 --batch 8 --size 96 --steps "$steps" --ratios 0.5,0.33,0.25 --find-floor --floor-iters 4 $host
+o resnet50-b16-host --model torchvision:resnet50 --batch 16 --size 128 --steps "$steps" --ratios $all --find-floor --floor-iters 4 $host
+o densenet121-b16-host $dn --steps "$steps" --ratios $all --find-floor --floor-iters 4 $host
+o treelstm-b4-host --model treelstm --batch 4 --steps "$steps" --ratios $all --find-floor --floor-iters 4 $host
+o vgg16-b16-host --model torchvision:vgg16 --batch 16 --size 128 --steps 2 --ratios $all --find-floor --floor-iters 4 $host
+o gpt-6x256-b8-host --model gpt --batch 8 --steps 2 --ratios $all --find-floor --floor-iters 3 $host
