@@ -516,10 +516,15 @@ TEST_CASE(
         auto rt = make_runtime(400);
         dtr::tensor c1 = rt->constant(100, [](auto v) { std::memset(v.data(), 7, v.size()); });
         dtr::tensor c2 = rt->constant(100, [](auto v) { std::memset(v.data(), 9, v.size()); });
+        CHECK_FALSE(rt->offload_allowed(c2));
         rt->allow_offload(c2);
+        CHECK(rt->offload_allowed(c2));
         rt->mutate(increment, {c2}, {0}, 1e6); // a new version, allowed as the old one was
         CHECK_FALSE(rt->is_rematerializable(c2));
+        CHECK(rt->offload_allowed(c2));
+        CHECK_FALSE(rt->offload_allowed(c1));
         dtr::tensor a = rt->call(add{1}, {c1}, {.cost = 1e6});
+        CHECK(rt->offload_allowed(a)); // computed storages always may
         dtr::tensor d = rt->call(add{2}, {c2}, {.cost = 1e6});
         // a, d and e beside both constants need 500 bytes: c2 leaves, c1 stays.
         dtr::tensor e = rt->call(add2{}, {a, d}, {.cost = 1e6});
@@ -542,6 +547,7 @@ TEST_CASE(
         rt->allow_offload(c2);
         rt->mutate(increment, {c2}, {0}, 1e6);
         rt->allow_offload(c2, false);
+        CHECK_FALSE(rt->offload_allowed(c2));
         dtr::tensor a = rt->call(add{1}, {c1}, {.cost = 1e6});
         dtr::tensor d = rt->call(add{2}, {c2}, {.cost = 1e6});
         CHECK_THROWS_AS(rt->call(add2{}, {a, d}, {.cost = 1e6}), dtr::out_of_memory);

@@ -481,6 +481,7 @@ public:
     virtual bool drop(const dtr::tensor& t) = 0;
     virtual void allow_offload(const dtr::tensor& t, bool allowed) = 0;
     virtual bool is_rematerializable(const dtr::tensor& t) const = 0;
+    virtual bool offload_allowed(const dtr::tensor& t) const = 0;
     virtual bool is_resident(const dtr::tensor& t) const = 0;
     virtual void set_budget(std::size_t bytes) = 0;
     virtual std::size_t budget() const = 0;
@@ -538,6 +539,7 @@ public:
     bool is_rematerializable(const dtr::tensor& t) const override {
         return rt_.is_rematerializable(t);
     }
+    bool offload_allowed(const dtr::tensor& t) const override { return rt_.offload_allowed(t); }
     bool is_resident(const dtr::tensor& t) const override { return rt_.is_resident(t); }
     void set_budget(std::size_t bytes) override { rt_.set_budget(bytes); }
     std::size_t budget() const override { return rt_.budget(); }
@@ -1325,6 +1327,8 @@ public:
     std::size_t eager_constants() const { return eager_constants_; }
     std::size_t max_op_bytes() const { return max_op_bytes_; }
     const std::string& max_op_name() const { return max_op_name_; }
+    std::size_t max_tier_op_bytes() const { return max_tier_op_bytes_; }
+    const std::string& max_tier_op_name() const { return max_tier_op_name_; }
     std::size_t calls() const { return calls_; }
 
     [[noreturn]] void raise(const py::object& type, const std::string& msg) {
@@ -1394,7 +1398,35 @@ private:
     bool banish_ = false;      //!< dealloc="banish": released storages are never kept
     std::size_t max_op_bytes_ = 0;
     std::string max_op_name_;
+    std::size_t max_tier_op_bytes_ = 0;
+    std::string max_tier_op_name_;
     std::size_t calls_ = 0;
+
+    //! The floors' "largest operator" (the bench's f and the host tier's bound), for an
+    //! operator that ran on `inputs` and wrote `out_bytes` of fresh outputs; `recorded` when
+    //! it ran as a runtime call. f counts its computed inputs (constants are counted once, as
+    //! parameters and optimizer state) and only recorded operators. The tier's bound counts
+    //! every input that could have been on the host (all but parameters, buffers and inputs,
+    //! which stay), including in-place updates of state outside the runtime: SGD's
+    //! `momentum.add_(grad)` holds a gradient and a state tensor at once.
+    void note_operator_bytes(const std::string& name, const std::vector<ref_ptr>& inputs,
+                             const std::vector<std::uint8_t>& mutated, std::size_t out_bytes,
+                             bool recorded) {
+        std::size_t io = out_bytes, io_tier = out_bytes;
+        for (std::size_t i = 0; i < inputs.size(); ++i) {
+            const dtr::tensor& h = inputs[i]->handle;
+            if (rt_->is_rematerializable(h) || mutated[i]) io += inputs[i]->nbytes();
+            if (rt_->offload_allowed(h) || (recorded && mutated[i])) io_tier += inputs[i]->nbytes();
+        }
+        if (recorded && io > max_op_bytes_) {
+            max_op_bytes_ = io;
+            max_op_name_ = name;
+        }
+        if (io_tier > max_tier_op_bytes_) {
+            max_tier_op_bytes_ = io_tier;
+            max_tier_op_name_ = name;
+        }
+    }
 };
 
 void bridge::follow_mutation(const ref_ptr& ref) {
@@ -1577,6 +1609,7 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
         }
         if (ok) {
             const pinned_inputs held = pin_all(inputs, &mutated);
+            note_operator_bytes(info.name, inputs, mutated, 0, false);
             below_python_mode plain_aten;
             torch::jit::Stack s = stack;
             fill_stack(s, r->slots, r->tensors, held.storages);
@@ -1801,18 +1834,7 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
         raise(thrash_type_, info.name + ": " + e.what());
     }
     ++calls_;
-    {
-        // The physical floor's "largest operator": its computed inputs and its outputs
-        // (constants are counted once, as parameters and optimizer state).
-        std::size_t io = r->io_bytes;
-        for (std::size_t i = 0; i < inputs.size(); ++i)
-            if (rt_->is_rematerializable(inputs[i]->handle) || mutated[i])
-                io += inputs[i]->nbytes();
-        if (io > max_op_bytes_) {
-            max_op_bytes_ = io;
-            max_op_name_ = info.name;
-        }
-    }
+    note_operator_bytes(info.name, inputs, mutated, r->io_bytes, true);
     in_handles.clear();
     for (std::size_t i = 0; i < inputs.size(); ++i) {
         if (mutated[i]) {
@@ -1976,6 +1998,8 @@ PYBIND11_MODULE(_dtr_torch, m) {
             d["in_place_reuses"] = c.in_place_reuses;
             d["max_op_bytes"] = b.max_op_bytes();
             d["max_op"] = b.max_op_name();
+            d["max_tier_op_bytes"] = b.max_tier_op_bytes();
+            d["max_tier_op"] = b.max_tier_op_name();
             d["calls"] = b.calls();
             d["adopted_outputs"] = b.rt().table().adopted;
             d["fresh_blocks"] = b.rt().table().fresh;

@@ -9,9 +9,9 @@ kernels run on the calling thread: the CPU ratio is the one to read on a loaded 
 
 With --ratio R < 1 the bridged copy trains under a budget of R x the runtime peak of an
 unlimited run of --ref-steps steps first (dtr_torch.bench's reference: 3 steps), with the
-runtime options given (--heuristic, --cost-clock, --park-released, --restore): the same
-interleaving for a budgeted run, whose CPU ratio is then compared with plain PyTorch's
-neighbouring steps rather than with a plain run minutes earlier.
+runtime options given (--heuristic, --cost-clock, --park-released, --restore, --host-memory):
+the same interleaving for a budgeted run, whose CPU ratio is then compared with plain
+PyTorch's neighbouring steps rather than with a plain run minutes earlier.
 
 With --passthrough a third copy steps under a TorchDispatchMode that only calls each operator
 (PyTorch's own mode machinery and nothing of the bridge), interleaved with the other two: the
@@ -44,9 +44,15 @@ def main():
     p.add_argument("--cost-clock", choices=("wall", "thread_cpu"), default="wall")
     p.add_argument("--park-released", action="store_true")
     p.add_argument("--restore", choices=("yield_when_full", "planned", "hold"), default="yield_when_full")
+    p.add_argument("--host-memory", type=int, default=None, metavar="BYTES",
+                   help="give the bridged runtime a host tier of BYTES (dtr_torch.Runtime host_memory; "
+                   "the link is measured unless --offload-bandwidth sets it)")
+    p.add_argument("--offload-bandwidth", type=float, default=None, metavar="BYTES_PER_S")
     p.add_argument("--passthrough", action="store_true",
                    help="also step a copy under a pass-through TorchDispatchMode")
     a = p.parse_args()
+    if a.offload_bandwidth is not None and a.host_memory is None:
+        p.error("--offload-bandwidth needs --host-memory")
     torch.set_num_threads(a.threads)
     factory = _load_factory(a.model, a.size, a.classes)
 
@@ -80,8 +86,13 @@ def main():
               f"{a.cost_clock}, park released {a.park_released}, restore {a.restore}", flush=True)
     plain, bridged = setup(), setup()
     through = setup() if a.passthrough else None
+    tier = {}
+    if a.host_memory is not None:
+        tier["host_memory"] = a.host_memory
+        if a.offload_bandwidth is not None:
+            tier["offload_bandwidth"] = a.offload_bandwidth
     rt = dtr_torch.Runtime(budget=budget, heuristic=a.heuristic, cost_clock=a.cost_clock,
-                           park_released=a.park_released, restore=a.restore)
+                           park_released=a.park_released, restore=a.restore, **tier)
 
     def step(s):
         m, inputs, loss_fn, opt = s
@@ -153,7 +164,10 @@ def main():
           f"(CPU {statistics.median(cpu_ratios):.3f}) over {a.pairs} pairs; "
           f"parameters bit-identical after {a.pairs + 1} steps: {same}; calls {st['calls']}, "
           f"remats {st['rematerializations']}, evictions {st['evictions']}, runtime peak "
-          f"{st['peak_resident_bytes'] / 2**20:.1f} MiB")
+          f"{st['peak_resident_bytes'] / 2**20:.1f} MiB"
+          + (f"; host tier at {st['offload_bandwidth'] / 1e9:.1f} GB/s: {st['offloads']} copies out "
+             f"({st['constant_offloads']} gradients or state), {st['copy_backs']} back, host peak "
+             f"{st['peak_host_bytes'] / 2**20:.1f} MiB" if a.host_memory is not None else ""))
     if through is not None:
         mode_cpu = [m / p for m, p in zip(mode_t, plain_t)]
         own_cpu = [b / m for b, m in zip(bridge_t, mode_t)]

@@ -267,6 +267,14 @@ public:
     //! Effects: none while offload is off or the backend has no host tier.
     //! Throws: dtr::logic_error on a bad handle or when `t` is not a constant.
     void allow_offload(const tensor& t, bool allowed = true);
+    //! @brief Returns: whether `t`'s storage may leave the device for a host tier: a computed
+    //! storage always, a constant under runtime_options::offload_constants or allow_offload.
+    //! (Whether it does also needs offload on and a backend with a tier.)
+    //! Throws: dtr::logic_error on a bad handle.
+    [[nodiscard]] bool offload_allowed(const tensor& t) const {
+        const storage_t* s = storage_of(t);
+        return !s->is_constant || options_.offload_constants || s->may_offload;
+    }
 
     // ---- offload (runtime_options::offload, on a backend modelling dtr::offloading_backend)
 

@@ -198,6 +198,8 @@ def _attempt(args, factory, ratio: float, peak: int, plain: _Run, floor: float) 
     row.update(heuristic=args.heuristic, cost_clock=args.cost_clock, park_released=args.park_released,
                restore=args.restore, thrash_factor=args.thrash_factor, host_memory=args.host_memory,
                offload_bandwidth=args.offload_bandwidth, offload_latency_ns=args.offload_latency_ns)
+    if getattr(args, "tier_floor", None) is not None:
+        row["physical_floor_with_tier"] = args.tier_floor
     return row, run
 
 
@@ -331,12 +333,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(f"# physical floor f = (params {_fmt_bytes(unlimited.param_bytes)} + optimizer state "
           f"{_fmt_bytes(unlimited.state_bytes)} + largest operator {_fmt_bytes(unlimited.stats['max_op_bytes'])}) "
           f"/ peak = {floor:.3f}; with the gradients {floor_grads:.3f}")
+    a.tier_floor = None
     if a.host_memory:
-        # gradients and optimizer state may leave for the tier (parameters stay: PyTorch holds
-        # them), so the floor that binds a run with the tier is below f
-        tier_floor = (unlimited.param_bytes + unlimited.stats["max_op_bytes"]) / peak
+        # Gradients and optimizer state may leave for the tier (parameters stay: PyTorch holds
+        # them), so the floor that binds a run with the tier is below f. What must stay
+        # besides the parameters is the largest operator's inputs and outputs other than
+        # parameters, the optimizer's in-place updates included (a gradient and a state
+        # tensor at once).
+        tier_op = unlimited.stats["max_tier_op_bytes"]
+        a.tier_floor = (unlimited.param_bytes + tier_op) / peak
         print(f"# with the host tier, gradients and optimizer state may leave: (params + largest "
-              f"operator) / peak = {tier_floor:.3f}")
+              f"operator without them {_fmt_bytes(tier_op)}, {unlimited.stats['max_tier_op']}) / peak "
+              f"= {a.tier_floor:.3f}")
     print(f"{'ratio':>7}{'':8} {'budget':>9} {'status':>6} {'rt peak':>9} {'alloc pk':>9} {'plain pk':>9} "
           f"{'time x':>7} {'cpu x':>7} {'remats':>7} {'evicts':>7} {'equal':>5}"
           + (f" {'out':>6} {'state':>6} {'back':>6} {'host pk':>9}" if a.host_memory else ""))
