@@ -69,3 +69,15 @@ o densenet121-b16-host $dn --steps "$steps" --ratios $all --find-floor --floor-i
 o treelstm-b4-host --model treelstm --batch 4 --steps "$steps" --ratios $all --find-floor --floor-iters 4 $host
 o vgg16-b16-host --model torchvision:vgg16 --batch 16 --size 128 --steps 2 --ratios $all --find-floor --floor-iters 4 $host
 o gpt-6x256-b8-host --model gpt --batch 8 --steps 2 --ratios $all --find-floor --floor-iters 3 $host
+# The tier bound the bench prints since a81013e (the optimizer's in-place updates counted), from
+# ratio-1 runs of the same configurations (tier-bounds-a81013e.txt).
+{
+    for m in "--model torchvision:resnet50 --batch 16 --size 128 --steps $steps" "$dn --steps $steps" \
+        "--model torchvision:mobilenet_v2 --batch 8 --size 96 --steps $steps" \
+        "--model treelstm --batch 4 --steps $steps" "--model gpt --batch 8 --steps 2" \
+        "--model torchvision:vgg16 --batch 16 --size 128 --steps 2"; do
+        # shellcheck disable=SC2086
+        "$py" -W ignore -m dtr_torch.bench --threads 1 --ratios 1 $m $host --offload-bandwidth 2e10
+        echo
+    done
+} | tee "$out/offload/tier-bounds-a81013e.txt"

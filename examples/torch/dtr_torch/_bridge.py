@@ -389,7 +389,9 @@ class Runtime:
                 p.grad = plain(g)
             del p, g  # the last reference to the wrapper: its storage leaves the runtime
         for obj in gc.get_objects():
-            if isinstance(obj, torch.optim.Optimizer):
+            # type(), not isinstance(): isinstance reads obj.__class__, and some objects warn
+            # on attribute access (torch.distributed's deprecated reduce_op)
+            if issubclass(type(obj), torch.optim.Optimizer):
                 for st in obj.state.values():
                     for k, v in list(st.items()):
                         if isinstance(v, DTRTensor) and getattr(v, "_dtr_rt", None) is self:
