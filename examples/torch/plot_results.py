@@ -2,9 +2,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """Markdown table and plot of the bench rows in examples/torch/results/*.json (run_bench.sh).
 
-    python3 examples/torch/plot_results.py [RESULTS_DIR] [--png FILE]
+    python3 examples/torch/plot_results.py [RESULTS_DIR] [--png FILE] [--glob PATTERN ...]
+
+--glob picks the files (relative to RESULTS_DIR, default *.json; repeat it to add more), e.g.
+one round's runs and the host-tier runs beside them:
+--glob '*-c1a5d8f.json' --glob 'offload/*-host.json'. Runs with a host tier are drawn dashed.
 """
 
+import argparse
 import glob
 import json
 import os
@@ -17,11 +22,18 @@ def mib(n):
 
 def main(argv):
     here = os.path.dirname(os.path.abspath(__file__))
-    res = argv[1] if len(argv) > 1 and not argv[1].startswith("--") else os.path.join(here, "results")
-    png = argv[argv.index("--png") + 1] if "--png" in argv else None
+    p = argparse.ArgumentParser()
+    p.add_argument("results", nargs="?", default=os.path.join(here, "results"))
+    p.add_argument("--png")
+    p.add_argument("--glob", action="append", help="files to read, relative to RESULTS (default *.json)")
+    a = p.parse_args(argv[1:])
+    res, png = a.results, a.png
+    files = sorted({f for g in (a.glob or ["*.json"]) for f in glob.glob(os.path.join(res, g))})
+    if not files:
+        p.error(f"no files match {a.glob or ['*.json']} in {res}")
     rows = []
-    for f in sorted(glob.glob(os.path.join(res, "*.json"))):
-        name = os.path.basename(f)[:-5]
+    for f in files:
+        name = os.path.relpath(f, res)[:-5]
         for r in json.load(open(f)):
             if "status" not in r:  # not a bench row (remat_profile.py's breakdowns)
                 continue
@@ -51,11 +63,15 @@ def main(argv):
                 # the thread's CPU time: the wall time on this shared machine is mostly load
                 y = r.get("step_cpu_ratio") or r["step_time_ratio"]
                 by.setdefault(name, []).append((r["ratio"], y))
-        colors = plt.get_cmap("tab20").colors
-        for i, (name, pts) in enumerate(by.items()):
+        colors = plt.get_cmap("tab10").colors
+        # one colour per model (the part of the file name before its first '-'), so that
+        # a model's other configurations sit beside it in the same colour
+        models = sorted({os.path.basename(n).split("-")[0] for n in by})
+        for name, pts in by.items():
+            i = models.index(os.path.basename(name).split("-")[0])
             pts.sort()
-            # other configurations of a model (parked, another policy) dashed
-            style = "--" if ("parked" in name or "dtr_held" in name) else "-"
+            # other configurations of a model (parked, another policy, a host tier) dashed
+            style = "--" if ("parked" in name or "dtr_held" in name or "offload/" in name) else "-"
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name,
                     color=colors[i % len(colors)], linestyle=style)
         ax.set_xlabel("budget / unlimited runtime peak")
@@ -63,7 +79,8 @@ def main(argv):
         ax.invert_xaxis()
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-        ax.set_title("dtr_torch: step time against budget (CPU, 1 thread)")
+        ax.set_title("dtr_torch: step time against budget (CPU, 1 thread; dashed: host tier "
+                     "or another configuration)", fontsize=10)
         fig.tight_layout()
         fig.savefig(png, dpi=110)
     return 0
