@@ -6,7 +6,7 @@
 
 --glob picks the files (relative to RESULTS_DIR, default *.json; repeat it to add more), e.g.
 one round's runs and the host-tier runs beside them:
---glob '*-c1a5d8f.json' --glob 'offload/*-host.json'. Runs with a host tier are drawn dashed.
+--glob '*-c1a5d8f.json' --glob 'offload/*-b*-host.json'. Runs with a host tier are drawn dashed.
 """
 
 import argparse

@@ -64,6 +64,7 @@ o() { name=$1; shift; "$py" -W ignore -m dtr_torch.bench --threads 1 --json "$ou
 mkdir -p "$out/offload"
 o mobilenet_v2-none --model torchvision:mobilenet_v2 --batch 8 --size 96 --steps "$steps" --ratios 0.5,0.33,0.25 --cost-clock thread_cpu
 o mobilenet_v2-host --model torchvision:mobilenet_v2 --batch 8 --size 96 --steps "$steps" --ratios 0.5,0.33,0.25 --find-floor --floor-iters 4 $host
+o mobilenet_v2-b16-host --model torchvision:mobilenet_v2 --batch 16 --size 128 --steps "$steps" --ratios $all --find-floor --floor-iters 4 $host
 o resnet50-b16-host --model torchvision:resnet50 --batch 16 --size 128 --steps "$steps" --ratios $all --find-floor --floor-iters 4 $host
 o densenet121-b16-host $dn --steps "$steps" --ratios $all --find-floor --floor-iters 4 $host
 o treelstm-b4-host --model treelstm --batch 4 --steps "$steps" --ratios $all --find-floor --floor-iters 4 $host
