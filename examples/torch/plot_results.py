@@ -79,8 +79,8 @@ def main(argv):
         ax.invert_xaxis()
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-        ax.set_title("dtr_torch: step time against budget (CPU, 1 thread; dashed: host tier "
-                     "or another configuration)", fontsize=10)
+        ax.set_title("dtr_torch: step time against budget\n(CPU, 1 thread; dashed: host tier or "
+                     "another configuration)", fontsize=10)
         fig.tight_layout()
         fig.savefig(png, dpi=110)
     return 0
