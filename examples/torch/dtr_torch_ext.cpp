@@ -1025,6 +1025,11 @@ public:
         } else if (dealloc != "eager_evict")
             throw std::invalid_argument("dtr_torch: dealloc must be eager_evict or banish, not '" +
                                         dealloc + "'");
+        // Parameters, buffers and inputs are PyTorch's storages, adopted: they never leave the
+        // device, with or without a tier (the constants the bridge makes itself are let go one
+        // by one, runtime::allow_offload). Set without a tier too, so that offload_allowed()
+        // answers the same in the reference run the bench takes its bounds from.
+        o.offload_constants = false;
         if (host_memory != 0) enable_offload(o, host_memory, offload_bandwidth, offload_latency_ns);
         rt_ = std::shared_ptr<runtime_iface>(make_runtime(heuristic, o, table_));
         py_device_ = py::reinterpret_steal<py::object>(THPDevice_New(table_->device));
@@ -1378,7 +1383,6 @@ private:
         }
         table_->host_tier = t;
         o.offload = dtr::offload_policy::automatic;
-        o.offload_constants = false;
     }
 
     std::shared_ptr<block_table> table_;
@@ -1407,8 +1411,9 @@ private:
     //! it ran as a runtime call. f counts its computed inputs (constants are counted once, as
     //! parameters and optimizer state) and only recorded operators. The tier's bound counts
     //! every input that could have been on the host (all but parameters, buffers and inputs,
-    //! which stay), including in-place updates of state outside the runtime: SGD's
-    //! `momentum.add_(grad)` holds a gradient and a state tensor at once.
+    //! which stay) and the operators the bridge runs outside the runtime's records too:
+    //! in-place updates of state (SGD's `momentum.add_(grad)` holds a gradient and a state
+    //! tensor at once) and results made eagerly from constants.
     void note_operator_bytes(const std::string& name, const std::vector<ref_ptr>& inputs,
                              const std::vector<std::uint8_t>& mutated, std::size_t out_bytes,
                              bool recorded) {
@@ -1760,6 +1765,20 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
                 if (v.isTensor() || v.isTensorList())
                     unsupported(info.name + " returned a tensor the bridge cannot classify");
             return torch::jit::createPyObjectForStack(std::move(s));
+        }
+        {
+            // Its results sat beside its pinned inputs: the tier's bound counts them (Adam's
+            // sqrt and division, a foreach optimizer's whole-list operators).
+            std::size_t out_bytes = 0;
+            auto add = [&](const at::Tensor& t) {
+                if (t.defined() && t.has_storage()) out_bytes += t.storage().nbytes();
+            };
+            for (const c10::IValue& v : s) {
+                if (v.isTensor()) add(v.toTensor());
+                if (v.isTensorList())
+                    for (const at::Tensor& t : v.toTensorVector()) add(t);
+            }
+            note_operator_bytes(info.name, inputs, mutated, out_bytes, false);
         }
         held.pins.clear();
         auto constant_of = [&](const at::Tensor& t) -> py::object {

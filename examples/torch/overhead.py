@@ -51,8 +51,10 @@ def main():
     p.add_argument("--passthrough", action="store_true",
                    help="also step a copy under a pass-through TorchDispatchMode")
     a = p.parse_args()
-    if a.offload_bandwidth is not None and a.host_memory is None:
-        p.error("--offload-bandwidth needs --host-memory")
+    if a.host_memory is not None and a.host_memory <= 0:
+        p.error("--host-memory must be positive")
+    if a.offload_bandwidth is not None and (a.host_memory is None or not a.offload_bandwidth > 0):
+        p.error("--offload-bandwidth needs --host-memory and must be positive")
     torch.set_num_threads(a.threads)
     factory = _load_factory(a.model, a.size, a.classes)
 

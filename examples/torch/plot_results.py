@@ -55,6 +55,7 @@ def main(argv):
         import matplotlib.pyplot as plt
         fig, ax = plt.subplots(figsize=(7, 4.5))
         by = {}
+        tiered = set()  # runs with a host tier (their rows say so)
         for name, r in rows:
             # the side studies (configurations compared, the 50x remat-limit floors) stay out
             if "compare" in name or "tf50" in name:
@@ -63,6 +64,8 @@ def main(argv):
                 # the thread's CPU time: the wall time on this shared machine is mostly load
                 y = r.get("step_cpu_ratio") or r["step_time_ratio"]
                 by.setdefault(name, []).append((r["ratio"], y))
+                if r.get("host_memory"):
+                    tiered.add(name)
         colors = plt.get_cmap("tab10").colors
         # one colour per model (the part of the file name before its first '-'), so that
         # a model's other configurations sit beside it in the same colour
@@ -71,7 +74,7 @@ def main(argv):
             i = models.index(os.path.basename(name).split("-")[0])
             pts.sort()
             # other configurations of a model (parked, another policy, a host tier) dashed
-            style = "--" if ("parked" in name or "dtr_held" in name or "offload/" in name) else "-"
+            style = "--" if ("parked" in name or "dtr_held" in name or name in tiered) else "-"
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name,
                     color=colors[i % len(colors)], linestyle=style)
         ax.set_xlabel("budget / unlimited runtime peak")

@@ -83,8 +83,9 @@ o gpt-6x256-b8-host --model gpt --batch 8 --steps 2 --ratios $all --find-floor -
     done
 } | tee "$out/offload/tier-bounds-a81013e.txt"
 # Interleaved at 0.33 with and without the tier, and at 1.0 (docs/results.md, "At 0.33 and at
-# 1.0, interleaved, at c1a5d8f").
-ov() { name=$1; shift; "$py" -W ignore "$here/overhead.py" "$@" | tee "$out/$name-c1a5d8f.txt"; }
+# 1.0, interleaved, at c1a5d8f"): files named after the commit measured.
+rev=${REV:-$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo local)}
+ov() { name=$1; shift; "$py" -W ignore "$here/overhead.py" "$@" | tee "$out/$name-$rev.txt"; }
 ov densenet121-b16-0.33-interleaved-default $dn --ratio 0.33 --pairs 4
 ov offload/densenet121-b16-0.33-interleaved-host $dn --ratio 0.33 --pairs 4 $host
 ov offload/resnet50-b16-0.33-interleaved-host --model torchvision:resnet50 --batch 16 --size 128 --ratio 0.33 --pairs 4 $host

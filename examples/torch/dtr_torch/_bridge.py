@@ -224,8 +224,9 @@ class Runtime:
     dealloc:     runtime_options::dealloc: "eager_evict" (default) or "banish"
     host_memory: bytes of host memory the runtime may copy victims out to instead of
                  dropping them (offload; None: no host tier). A victim leaves by copy when
-                 its two transfers cost less than recomputing it; parameters and other
-                 constants stay on the device. The copies are synchronous (docs/torch.md,
+                 its two transfers cost less than recomputing it; gradients and optimizer
+                 state may leave too (once nothing evictable is left), parameters, buffers
+                 and inputs stay on the device. The copies are synchronous (docs/torch.md,
                  "Offload to host memory")
     offload_bandwidth: the host tier's transfer model, bytes per second (None: measured at
                  construction, from 32 MiB copies between the device and host memory)
