@@ -93,3 +93,15 @@ ov offload/gpt-6x256-b8-0.33-interleaved-host --model gpt --batch 8 --ratio 0.33
 ov gpt-6x256-b8-0.33-interleaved-default --model gpt --batch 8 --ratio 0.33 --pairs 2
 ov resnet50-b32-overhead-interleaved --model torchvision:resnet50 --batch 32 --size 128 --pairs 4
 ov gpt-6x256-b8-overhead-interleaved --model gpt --batch 8 --pairs 3
+# The default's table on the bridge (docs/heuristics.md, "The default", "On the PyTorch bridge"):
+# three policies at 0.5, 0.3 and 0.2, each model's runs against one plain run.
+mkdir -p "$out/policies"
+pol() { name=$1; shift; "$py" -W ignore "$here/compare_configs.py" --ratios 0.5,0.3,0.2 --rounds 1 \
+    --config "dtr_eqclass:" --config "dtr_held_bounded:--heuristic dtr_held_bounded" \
+    --config "dtr_held:--heuristic dtr_held" --json "$out/policies/$name.json" "$@" | tee "$out/policies/$name.txt"; }
+pol mobilenet_v2-b16 --model torchvision:mobilenet_v2 --batch 16 --size 128 --steps "$steps"
+pol densenet121-b16 $dn --steps "$steps"
+pol resnet50-b16 --model torchvision:resnet50 --batch 16 --size 128 --steps "$steps"
+pol treelstm-b4 --model treelstm --batch 4 --steps "$steps"
+pol vgg16-b16 --model torchvision:vgg16 --batch 16 --size 128 --steps 2
+pol gpt-6x256-b8 --model gpt --batch 8 --steps 2
