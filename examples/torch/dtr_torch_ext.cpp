@@ -1766,21 +1766,8 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
                     unsupported(info.name + " returned a tensor the bridge cannot classify");
             return torch::jit::createPyObjectForStack(std::move(s));
         }
-        {
-            // Its results sat beside its pinned inputs: the tier's bound counts them (Adam's
-            // sqrt and division, a foreach optimizer's whole-list operators).
-            std::size_t out_bytes = 0;
-            auto add = [&](const at::Tensor& t) {
-                if (t.defined() && t.has_storage()) out_bytes += t.storage().nbytes();
-            };
-            for (const c10::IValue& v : s) {
-                if (v.isTensor()) add(v.toTensor());
-                if (v.isTensorList())
-                    for (const at::Tensor& t : v.toTensorVector()) add(t);
-            }
-            note_operator_bytes(info.name, inputs, mutated, out_bytes, false);
-        }
         held.pins.clear();
+        std::size_t out_bytes = 0; // the results, adopted one by one below
         auto constant_of = [&](const at::Tensor& t) -> py::object {
             if (!t.defined()) return py::none();
             if (t.layout() != at::kStrided || !t.has_storage())
@@ -1798,9 +1785,14 @@ py::object bridge::dispatch_impl(const op_info& info, py::tuple args, py::dict k
             }
             rt_->allow_offload(ref->handle, true); // a new storage only the bridge holds
             ++eager_constants_;
+            out_bytes += ref->nbytes();
             return wrap(std::move(ref), geometry::of(t));
         };
-        return python_results(stack_values(s, constant_of));
+        std::vector<py::object> results = stack_values(s, constant_of);
+        // Its results sat beside its inputs: the tier's bound counts them (Adam's sqrt and
+        // division, a foreach optimizer's whole-list operators).
+        note_operator_bytes(info.name, inputs, mutated, out_bytes, false);
+        return python_results(std::move(results));
     }
 
     // ---- a runtime call ---------------------------------------------------------------------
