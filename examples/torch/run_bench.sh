@@ -60,16 +60,15 @@ b gpt-6x256-b8-tf50 --model gpt --batch 8 --steps 2 --ratios 0.2625 $tf50
 # state may leave for the tier, parameters stay. mobilenet_v2 at batch 8, 96x96 with and
 # without the tier (the first comparison made), the others as in the table above.
 host="--cost-clock thread_cpu --host-memory 16000000000"
-o() { name=$1; shift; "$py" -W ignore -m dtr_torch.bench --threads 1 --json "$out/offload/$name.json" "$@" | tee "$out/offload/$name.txt"; }
 mkdir -p "$out/offload"
-o mobilenet_v2-none --model torchvision:mobilenet_v2 --batch 8 --size 96 --steps "$steps" --ratios 0.5,0.33,0.25 --cost-clock thread_cpu
-o mobilenet_v2-host --model torchvision:mobilenet_v2 --batch 8 --size 96 --steps "$steps" --ratios 0.5,0.33,0.25 --find-floor --floor-iters 4 $host
-o mobilenet_v2-b16-host --model torchvision:mobilenet_v2 --batch 16 --size 128 --steps "$steps" --ratios $all --find-floor --floor-iters 4 $host
-o resnet50-b16-host --model torchvision:resnet50 --batch 16 --size 128 --steps "$steps" --ratios $all --find-floor --floor-iters 4 $host
-o densenet121-b16-host $dn --steps "$steps" --ratios $all --find-floor --floor-iters 4 $host
-o treelstm-b4-host --model treelstm --batch 4 --steps "$steps" --ratios $all --find-floor --floor-iters 4 $host
-o vgg16-b16-host --model torchvision:vgg16 --batch 16 --size 128 --steps 2 --ratios $all --find-floor --floor-iters 4 $host
-o gpt-6x256-b8-host --model gpt --batch 8 --steps 2 --ratios $all --find-floor --floor-iters 3 $host
+b offload/mobilenet_v2-none --model torchvision:mobilenet_v2 --batch 8 --size 96 --steps "$steps" --ratios 0.5,0.33,0.25 --cost-clock thread_cpu
+b offload/mobilenet_v2-host --model torchvision:mobilenet_v2 --batch 8 --size 96 --steps "$steps" --ratios 0.5,0.33,0.25 --find-floor --floor-iters 4 $host
+b offload/mobilenet_v2-b16-host --model torchvision:mobilenet_v2 --batch 16 --size 128 --steps "$steps" --ratios $all --find-floor --floor-iters 4 $host
+b offload/resnet50-b16-host --model torchvision:resnet50 --batch 16 --size 128 --steps "$steps" --ratios $all --find-floor --floor-iters 4 $host
+b offload/densenet121-b16-host $dn --steps "$steps" --ratios $all --find-floor --floor-iters 4 $host
+b offload/treelstm-b4-host --model treelstm --batch 4 --steps "$steps" --ratios $all --find-floor --floor-iters 4 $host
+b offload/vgg16-b16-host --model torchvision:vgg16 --batch 16 --size 128 --steps 2 --ratios $all --find-floor --floor-iters 4 $host
+b offload/gpt-6x256-b8-host --model gpt --batch 8 --steps 2 --ratios $all --find-floor --floor-iters 3 $host
 # The tier bound the bench prints since a81013e (the optimizer's in-place updates counted), from
 # ratio-1 runs of the same configurations (tier-bounds-a81013e.txt).
 {
