@@ -10,7 +10,7 @@ The C++ extension is imported on first use of the runtime names, so that the pur
 part (``dtr_torch.schema``, shared with bench/trace) works without it. See docs/torch.md.
 """
 
-_LAZY = ("Runtime", "DTRTensor", "OutOfMemoryError", "ThrashingError", "materialize",
+_LAZY = ("Runtime", "DTRTensor", "OutOfMemoryError", "ThrashingError", "materialize", "outside",
          "allocator_stats", "reset_allocator_peak")
 
 __all__ = list(_LAZY)

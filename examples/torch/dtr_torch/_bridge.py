@@ -1,22 +1,23 @@
 # SPDX-License-Identifier: Apache-2.0
 """dtr_torch.Runtime: PyTorch's ATen operators executed through dtr::runtime.
 
-Inside ``with Runtime(budget=...) as rt:`` a TorchDispatchMode sends every ATen operator to
-the C++ bridge (``_dtr_torch.Bridge.dispatch``), which runs it as one runtime call. Results
-are ``DTRTensor`` wrappers (``_make_wrapper_subclass``: sizes, strides, dtype, no memory)
-holding a reference to a runtime storage; plain tensors that reach an operator (parameters,
-inputs, buffers, optimizer state created outside) are adopted as runtime constants sharing
-their memory. See docs/torch.md.
+Inside ``with Runtime(budget=...) as rt:`` every ATen operator reaches the C++ bridge
+(``_dtr_torch``) through a dispatch key of its own, below autograd: the bridge runs it as one
+runtime call, in C++, with no Python on the way. Its results are tensors whose bytes are a
+runtime storage (``dtr_torch.DTRTensor`` tests for them); plain tensors that reach an operator
+(parameters, inputs, buffers, optimizer state created outside) are adopted as runtime constants
+sharing their memory. Python runs once per operator overload (its classification, from
+``dtr_torch.schema``) and at the edges of a step (backward, leaving the context). See
+docs/torch.md.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
-from typing import Dict, Optional
+from typing import Optional
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode, _pop_mode, _push_mode
 
 from . import schema as _schema
 
@@ -37,30 +38,28 @@ class ThrashingError(RuntimeError):
     to make progress)."""
 
 
+_ext.set_error_types(OutOfMemoryError, ThrashingError)
+
 # Operators that change a tensor's metadata or storage in place without an inplace_view tag.
 _METADATA_INPLACE = frozenset({"set_", "resize_", "resize_as_", "_resize_output_", "swapdims_",
                                "swapaxes_", "transpose_", "t_", "squeeze_", "unsqueeze_",
                                "as_strided_"})
-
-_infos: Dict[object, object] = {}
 
 # In-place operators whose namesake out-of-place operator may return an argument itself
 # (aten::copy returns `src` when no conversion is needed): always copy-on-write.
 _NO_REWRITE = frozenset({"copy_"})
 
 
-_PASS = object()  # operators run as they are (the profiler's record_function markers)
-_COLLECTIVE = object()  # c10d:: operators (torch.distributed's collectives, 1.13)
+def _op_info(qualified_name: str, overload: str):
+    """How the bridge executes the operator ``qualified_name.overload`` (called by the C++
+    side once per overload, the first time it reaches the bridge)."""
+    ns, name = qualified_name.split("::", 1)
+    func = getattr(getattr(getattr(torch.ops, ns), name), overload or "default")
+    return _info(func)
 
 
 def _info(func):
     s = func._schema
-    if s.name.startswith("profiler::"):
-        _infos[func] = _PASS
-        return _PASS
-    if s.name.startswith("c10d::"):
-        _infos[func] = _COLLECTIVE
-        return _COLLECTIVE
     k = _schema.classify(func)
     kind = k.kind
     name = s.name.split("::")[-1]
@@ -75,124 +74,61 @@ def _info(func):
         fn = getattr(packet, s.overload_name or "default", None) if packet is not None else None
         if (fn is not None and [a.name for a in fn._schema.arguments] == [a.name for a in s.arguments]
                 and len(fn._schema.returns) == 1 and fn._schema.returns[0].alias_info is None):
-            functional = _infos.get(fn) or _info(fn)
-    i = _ext.OpInfo(s.name, s.overload_name, kind, list(k.writes), list(k.return_alias), k.random,
-                    k.generator_arg, k.first_list_arg, functional)
-    _infos[func] = i
-    return i
+            functional = _info(fn)
+    return _ext.OpInfo(s.name, s.overload_name, kind, list(k.writes), list(k.return_alias), k.random,
+                       k.generator_arg, k.first_list_arg, functional)
 
 
-class DTRTensor(torch.Tensor):
-    """A tensor whose storage a dtr runtime manages (it owns no memory itself)."""
-
-    __torch_function__ = torch._C._disabled_torch_function_impl
-
-    @classmethod
-    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-        # Reached when no Runtime context is active (a result used after the with-block):
-        # the operator still runs through the runtime that owns the tensor.
-        rt = None
-        for a in _schema.tensors_in(list(args) + list((kwargs or {}).values())):
-            rt = getattr(a, "_dtr_rt", None)
-            if rt is not None:
-                break
-        if rt is None:
-            raise RuntimeError(f"dtr_torch: {func} on a DTRTensor without a runtime")
-        info = _infos.get(func) or _info(func)
-        if info is _PASS:
-            return func(*args, **(kwargs or {}))
-        if info is _COLLECTIVE:
-            return _collective(rt._bridge, func, args, kwargs)
-        return rt._bridge.dispatch(info, tuple(args), kwargs or {})
-
-    def materialize(self) -> torch.Tensor:
-        """A plain tensor holding this tensor's value (a copy)."""
-        return self._dtr_rt._bridge.materialize(self._dtr_ref, self)
-
-    def __repr__(self, *, tensor_contents=None):  # noqa: D105
-        with _outside():
-            return "DTRTensor(" + repr(self.materialize()) + ")"
-
-    def __format__(self, spec):  # noqa: D105
-        if self.dim() == 0:
-            return self.item().__format__(spec)
-        return repr(self) if not spec else object.__format__(self, spec)
-
-    def numpy(self, *args, **kwargs):  # noqa: D102
-        with _outside():
-            return self.materialize().numpy(*args, **kwargs)
-
-    def tolist(self):  # noqa: D102
-        with _outside():
-            return self.materialize().tolist()
-
-    def __reduce_ex__(self, proto):
-        return self.materialize().__reduce_ex__(proto)
+class _ManagedMeta(type):
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, torch.Tensor) and _ext.is_managed(obj)
 
 
-def _collective(bridge, func, args, kwargs):
-    """A torch.distributed collective (c10d::allreduce_, broadcast_, allgather_, ...): the
-    process group reads and writes its tensors' memory itself, possibly after returning (the
-    Work). Every tensor argument is treated as written: a runtime tensor is first made a
-    constant version that no recipe reads (Bridge.writable_alias: a copy if it was computed or
-    is read by a live record) and the collective gets a plain tensor over that memory; plain
-    tensors (DistributedDataParallel's buckets) are passed as they are, unless a live record
-    reads them (then the collective would change what a rematerialization reads: an error).
-    Collectives are never recorded, so never recomputed."""
-    def plain(v):
-        if isinstance(v, DTRTensor):
-            if v._dtr_rt._bridge is not bridge:
-                raise RuntimeError("dtr_torch: unsupported: a collective on a tensor of another runtime")
-            return bridge.writable_alias(v._dtr_ref, v)
-        if isinstance(v, torch.Tensor):
-            ref = getattr(v, "_dtr_ref", None)
-            if ref is not None and ref.runtime_id == bridge.id and bridge.readers(ref) != 0:
-                raise RuntimeError(f"dtr_torch: unsupported: {func} writes a tensor that recorded operators "
-                                   "still read (their recomputation would see the collective's result)")
-            return v
-        if isinstance(v, (list, tuple)):
-            return type(v)(plain(x) for x in v)
-        return v
-    out = func(*[plain(a) for a in args], **{k: plain(v) for k, v in (kwargs or {}).items()})
-    # results (1.13): Work, or (the first argument's tensors, Work): the caller's own tensors
-    if isinstance(out, tuple) and len(out) == 2 and args:
-        return (args[0], out[1])
-    return out
+class DTRTensor(metaclass=_ManagedMeta):
+    """``isinstance(t, DTRTensor)``: whether a dtr runtime manages ``t``'s storage. Such a
+    tensor is a ``torch.Tensor`` with sizes, strides and dtype but no memory of its own; its
+    operators run through its runtime (also after the ``with`` block), and ``materialize``,
+    ``.numpy()``, ``.tolist()``, printing and pickling read a copy of its value."""
 
-
-@contextlib.contextmanager
-def _outside():
-    """Plain PyTorch for a moment (printing a materialized copy inside the context)."""
-    modes = []
-    while _get_current_dispatch_mode() is not None and isinstance(_get_current_dispatch_mode(), _Mode):
-        modes.append(_pop_mode())
-    try:
-        yield
-    finally:
-        for m in reversed(modes):
-            _push_mode(m)
+    def __init__(self, *args, **kwargs):
+        raise TypeError("DTRTensor is not constructed: operators inside a dtr_torch.Runtime make them")
 
 
 def materialize(t):
-    """``t`` as a plain tensor: DTRTensors are copied out of their runtime, anything else is
-    returned as it is."""
-    if isinstance(t, DTRTensor):
-        return t.materialize()
+    """``t`` as a plain tensor: a managed tensor is copied out of its runtime (recomputed
+    first if it was evicted), anything else is returned as it is."""
+    if isinstance(t, torch.Tensor):
+        owner = _ext.owner(t)
+        if owner is not None:
+            return owner.materialize(t)
     return t
 
 
-class _Mode(TorchDispatchMode):
-    def __init__(self, rt: "Runtime"):
-        super().__init__()
-        self._bridge = rt._bridge
+@contextlib.contextmanager
+def outside():
+    """Plain PyTorch for a moment inside a ``Runtime`` context: operators on plain tensors
+    are not routed to the runtime (DistributedDataParallel's bucket set-up uses it)."""
+    was = _ext.set_included(False)
+    try:
+        yield
+    finally:
+        _ext.set_included(was)
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        info = _infos.get(func) or _info(func)
-        if info is _PASS:
-            return func(*args, **(kwargs or {}))
-        if info is _COLLECTIVE:
-            return _collective(self._bridge, func, args, kwargs)
-        return self._bridge.dispatch(info, args, kwargs or {})
+
+# Tensor methods that read a tensor's memory directly, below the dispatcher: for a managed
+# tensor they read a materialized copy instead (anything else goes through unchanged).
+def _reading_copy(method):
+    def read(self, *args, **kwargs):
+        if _ext.is_managed(self):
+            self = materialize(self)
+        return method(self, *args, **kwargs)
+    read.__name__ = method.__name__
+    read.__doc__ = method.__doc__
+    return read
+
+
+for _name in ("numpy", "tolist", "__reduce_ex__", "__deepcopy__"):
+    setattr(torch.Tensor, _name, _reading_copy(getattr(torch.Tensor, _name)))
 
 
 _active: Optional["Runtime"] = None
@@ -203,7 +139,7 @@ class Runtime:
 
     budget:      hard limit on the bytes of the storages the runtime manages (None: no limit)
     heuristic:   eviction policy by name (dtr_eqclass, dtr, dtr_local, dtr_held,
-                 dtr_held_bounded, lru, largest, msps)
+                 dtr_held_bounded, indexed:dtr_eqclass, lru, largest, msps)
     device:      where tensors live ("cpu"; "cuda" with a CUDA build of PyTorch)
     remat_limit: total rematerialization time (ns) after which operators fail with
                  ThrashingError (None: no limit)
@@ -252,8 +188,10 @@ class Runtime:
         if offload_bandwidth is not None and not offload_bandwidth > 0:
             raise ValueError("dtr_torch.Runtime: offload_bandwidth must be positive, got "
                              f"{offload_bandwidth}")
-        self._bridge = _ext.Bridge(b, heuristic, device, self._make_wrapper, OutOfMemoryError,
-                                   ThrashingError, restore, dealloc, host,
+        self.device = torch.device(device)
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("dtr_torch.Runtime: device='cuda' but torch.cuda.is_available() is False")
+        self._bridge = _ext.Bridge(b, heuristic, str(self.device), restore, dealloc, host,
                                    float(offload_bandwidth or 0.0), float(offload_latency_ns))
         self._bridge.set_cost_clock(cost_clock)
         self._bridge.set_park_released(bool(park_released))
@@ -261,20 +199,16 @@ class Runtime:
             self._bridge.set_remat_limit(float(remat_limit))
         self._bridge.set_deterministic_costs(bool(deterministic_costs))
         self._bridge.set_inplace_rewrite(bool(inplace_rewrite))
-        self._hooks = []
-        self._bridge.set_leaf_callback(self._leaf_hook)
-        self._mode: Optional[_Mode] = None
         self._saved_backward = None
-        self.device = torch.device(device)
+        self._saved_grad = None
 
     # --- the context ------------------------------------------------------------------
     def __enter__(self) -> "Runtime":
         global _active
         if _active is not None:
             raise RuntimeError("dtr_torch: a Runtime context is already active (they do not nest)")
+        self._bridge.enter()
         _active = self
-        self._mode = _Mode(self)
-        self._mode.__enter__()
         self._saved_backward = torch.autograd.backward
         self._saved_grad = torch.autograd.grad
         saved, saved_grad, bridge = self._saved_backward, self._saved_grad, self._bridge
@@ -285,14 +219,14 @@ class Runtime:
                 out = saved(*args, **kwargs)
             finally:
                 bridge.set_in_backward(False)
-            self._promote_grads()
+            bridge.promote_leaf_grads()
             # The loss outlives its backward in most loops (`loss` is overwritten only by the
             # next step): as a constant it no longer keeps the step's lineage, and with it the
             # parameter versions the step read, alive through the optimizer step.
             roots = args[0] if args else kwargs.get("tensors")
             for t in (roots if isinstance(roots, (list, tuple)) else [roots]):
-                if isinstance(t, DTRTensor) and getattr(t, "_dtr_rt", None) is self:
-                    bridge.promote(t._dtr_ref)
+                if isinstance(t, torch.Tensor):
+                    bridge.promote(t)
             return out
 
         def grad(*args, **kwargs):
@@ -304,54 +238,23 @@ class Runtime:
 
         torch.autograd.backward = backward
         torch.autograd.grad = grad
-        if self.device.type == "cpu" and hasattr(_ext, "set_allocator_caching"):
+        if self.device.type == "cpu":
             _ext.set_allocator_caching(True)
         return self
 
     def __exit__(self, *exc) -> None:
         global _active
         try:
-            self._mode.__exit__(*exc)
+            self._bridge.exit()
         finally:
             torch.autograd.backward = self._saved_backward
             torch.autograd.grad = self._saved_grad
             _active = None
-            if hasattr(_ext, "set_allocator_caching"):
-                _ext.set_allocator_caching(False)
-        self._mode = None
+            _ext.set_allocator_caching(False)
         self._give_back()
 
-    # --- wrappers ---------------------------------------------------------------------
-    def _make_wrapper(self, ref, size, stride, offset, dtype, device):
-        w = torch.Tensor._make_wrapper_subclass(DTRTensor, size, strides=stride,
-                                                storage_offset=offset, dtype=dtype,
-                                                device=device, requires_grad=False)
-        w._dtr_ref = ref
-        w._dtr_rt = self
-        return w
-
-    def _leaf_hook(self, leaf) -> None:
-        """Called when a parameter (a leaf that requires grad) is adopted: its gradient
-        becomes a constant the moment autograd delivers it. Left rematerializable, a weight
-        gradient is a cheap eviction candidate while backward runs (unused until the
-        optimizer step) but recomputing it afterwards needs the whole backward chain again,
-        its inputs being released by then."""
-        bridge = self._bridge
-
-        def promote(g):
-            ref = getattr(g, "_dtr_ref", None)
-            if ref is not None and ref.runtime_id == bridge.id:
-                bridge.promote(ref)
-            return g
-
-        self._hooks.append(leaf.register_hook(promote))
-
-    def _promote_grads(self) -> None:
-        """After backward: leaf gradients become constants (they outlive the step)."""
-        for g in self._bridge.leaf_grads():
-            ref = getattr(g, "_dtr_ref", None)
-            if ref is not None and ref.runtime_id == self._bridge.id:
-                self._bridge.promote(ref)
+    def _owned(self, v) -> bool:
+        return isinstance(v, torch.Tensor) and self._bridge.owns(v)
 
     def _give_back(self) -> None:
         """On exit: gradients and optimizer state become plain tensors again, one at a time
@@ -365,13 +268,13 @@ class Runtime:
         def plain(v):
             nonlocal lifted
             try:
-                return v.materialize()
+                return self._bridge.materialize(v)
             except (OutOfMemoryError, ThrashingError):
                 if lifted:
                     raise
                 lifted = True
                 self._bridge.set_budget((1 << 64) - 1)
-                return v.materialize()
+                return self._bridge.materialize(v)
 
         try:
             self._give_back_now(plain)
@@ -386,22 +289,19 @@ class Runtime:
         pairs = self._bridge.leaf_grad_pairs()
         while pairs:
             p, g = pairs.pop()
-            if isinstance(g, DTRTensor) and getattr(g, "_dtr_rt", None) is self:
+            if self._owned(g):
                 p.grad = plain(g)
-            del p, g  # the last reference to the wrapper: its storage leaves the runtime
+            del p, g  # the last reference to the managed gradient: its storage leaves the runtime
         for obj in gc.get_objects():
             # type(), not isinstance(): isinstance reads obj.__class__, and some objects warn
             # on attribute access (torch.distributed's deprecated reduce_op)
             if issubclass(type(obj), torch.optim.Optimizer):
                 for st in obj.state.values():
                     for k, v in list(st.items()):
-                        if isinstance(v, DTRTensor) and getattr(v, "_dtr_rt", None) is self:
+                        if self._owned(v):
                             st[k] = plain(v)
                         del v
         self._bridge.drop_adoption_refs()
-        for h in self._hooks:
-            h.remove()
-        self._hooks = []
 
     # --- queries ----------------------------------------------------------------------
     def stats(self) -> dict:
@@ -421,7 +321,13 @@ class Runtime:
 
     def evict(self, t) -> bool:
         """Evict ``t``'s storage now if it can be recomputed (tests, experiments)."""
-        return t._dtr_ref.evict() if isinstance(t, DTRTensor) else False
+        return self._bridge.evict(t) if isinstance(t, torch.Tensor) else False
+
+    def is_resident(self, t) -> bool:
+        return self._bridge.resident(t)
+
+    def is_constant(self, t) -> bool:
+        return self._bridge.is_constant(t)
 
     def check_invariants(self) -> None:
         self._bridge.check_invariants()

@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: Apache-2.0
+// Python.h first, as CPython requires.
+// clang-format off
+#include <torch/csrc/python_headers.h>
+// clang-format on
+
+#include "op_info.hpp"
+
+#include "bridge_key.hpp"
+#include "dispatch.hpp"
+#include "torch_compat.hpp"
+
+#include <torch/library.h>
+
+#include <pybind11/pybind11.h>
+
+#include <mutex>
+#include <unordered_set>
+#include <unordered_map>
+
+namespace py = pybind11;
+
+namespace dtr_torch {
+namespace {
+
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+std::shared_ptr<const op_info> classify(const c10::OperatorHandle& op) {
+    const c10::FunctionSchema& schema = op.schema();
+    const std::string& name = schema.name();
+    auto by_namespace = [&](op_info::kind_t kind) {
+        auto i = std::make_shared<op_info>();
+        i->op = op;
+        i->name = name + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
+        i->kind = kind;
+        i->return_alias.assign(schema.returns().size(), -1);
+        return i;
+    };
+    if (starts_with(name, "profiler::")) return by_namespace(op_info::pass_through);
+    if (starts_with(name, "c10d::")) return by_namespace(op_info::collective);
+    if (starts_with(name, "_c10d_functional::") || starts_with(name, "c10d_functional::") ||
+        starts_with(name, "_c10d_functional_autograd::"))
+        return by_namespace(op_info::functional_collective);
+    // Everything else from its schema and tags, by dtr_torch/schema.py (once per overload).
+    py::gil_scoped_acquire gil;
+    py::object info = py::module_::import("dtr_torch._bridge")
+                          .attr("_op_info")(name, schema.overload_name());
+    return info.cast<std::shared_ptr<op_info>>();
+}
+
+struct op_table {
+    std::mutex mutex;
+    //! Keyed by the operator's schema, whose address is the operator's for as long as it is
+    //! registered.
+    std::unordered_map<const c10::FunctionSchema*, std::shared_ptr<const op_info>> infos;
+    std::vector<std::unique_ptr<torch::Library>> libraries;
+    std::unordered_set<c10::OperatorName> claimed;
+};
+
+op_table& table() {
+    static auto* t = new op_table; // used by kernels until the process ends
+    return *t;
+}
+
+} // namespace
+
+const op_info& info_of(const c10::OperatorHandle& op) {
+    op_table& t = table();
+    const c10::FunctionSchema* key = &op.schema();
+    {
+        std::lock_guard<std::mutex> lock(t.mutex);
+        auto it = t.infos.find(key);
+        if (it != t.infos.end()) return *it->second;
+    }
+    std::shared_ptr<const op_info> info = classify(op); // outside the lock: it takes the GIL
+    std::lock_guard<std::mutex> lock(t.mutex);
+    return *t.infos.emplace(key, std::move(info)).first->second;
+}
+
+void claim_composite_operators() {
+    op_table& t = table();
+    std::lock_guard<std::mutex> lock(t.mutex);
+    c10::Dispatcher& d = c10::Dispatcher::singleton();
+    std::unordered_map<std::string, torch::Library*> by_namespace;
+    for (const c10::OperatorName& name : d.getAllOpNames()) {
+        if (t.claimed.count(name) != 0) continue;
+        auto op = d.findOp(name); // c10::optional in 1.x, std::optional in 2.x
+        if (!op || !op->hasSchema()) continue;
+        bool composite = false;
+        for (c10::DispatchKey k : composite_explicit_keys)
+            composite = composite || op->hasKernelForDispatchKey(k);
+        // A composite-implicit operator decomposes above autograd (its parts reach the bridge
+        // with their own derivatives); a kernel of ours for it would stand in the way.
+        if (!composite || op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) ||
+            op->hasKernelForDispatchKey(bridge_key))
+            continue;
+        const std::string& qualified = name.name;
+        const auto sep = qualified.find("::");
+        if (sep == std::string::npos) continue;
+        const std::string ns = qualified.substr(0, sep);
+        torch::Library*& lib = by_namespace[ns];
+        if (lib == nullptr) {
+            t.libraries.push_back(std::make_unique<torch::Library>(
+                torch::Library::IMPL, ns, bridge_key, __FILE__, __LINE__));
+            lib = t.libraries.back().get();
+        }
+        const std::string local = qualified.substr(sep + 2) +
+                                  (name.overload_name.empty() ? "" : "." + name.overload_name);
+        lib->impl(local.c_str(), torch::CppFunction::makeFromBoxedFunction<&bridge_fallback>());
+        t.claimed.insert(name);
+    }
+}
+
+} // namespace dtr_torch
