@@ -29,13 +29,23 @@ inline bool bridge_included() {
 //! Adds or removes the bridge's key from the calling thread's included keys. A per-backend key
 //! is a functionality bit (Dense) and a backend bit; DispatchKeySet's subtraction keeps backend
 //! bits, so removing it takes both off explicitly.
+//!
+//! BackendSelect is excluded meanwhile: it routes a factory (an operator without tensor
+//! arguments: empty, zeros, arange) to the backend its device names, and in 1.x it does so
+//! without the thread's included keys, so that factories, the zeros that derivative formulas
+//! fill in place among them, would never reach the bridge. With it excluded a factory reaches
+//! the bridge on every release, and the bridge calls it with BackendSelect back in place.
 inline void set_bridge_included(bool on) {
     c10::impl::LocalDispatchKeySet local = c10::impl::tls_local_dispatch_key_set();
-    if (on)
+    const c10::DispatchKeySet backend_select(c10::DispatchKey::BackendSelect);
+    if (on) {
         local.included_ = local.included_ | c10::DispatchKeySet(bridge_key);
-    else
+        local.excluded_ = local.excluded_ | backend_select;
+    } else {
         local.included_ = (local.included_ - c10::DispatchKeySet(c10::DispatchKey::Dense))
                               .remove_backend(bridge_backend);
+        local.excluded_ = local.excluded_ - backend_select;
+    }
     c10::impl::_force_tls_local_dispatch_key_set(local);
 }
 

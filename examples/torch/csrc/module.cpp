@@ -19,12 +19,6 @@
 namespace py = pybind11;
 using namespace dtr_torch;
 
-// Every operator that reaches the bridge's key and has no kernel of its own for it (all but
-// the composite operators claimed by name: op_info.cpp).
-TORCH_LIBRARY_IMPL(_, PrivateUse3, m) {
-    m.fallback(torch::CppFunction::makeFromBoxedFunction<&bridge_fallback>());
-}
-
 namespace {
 
 std::shared_ptr<bridge> owner_of(const at::Tensor& t) {
@@ -97,6 +91,20 @@ py::dict stats_of(bridge& b) {
 PYBIND11_MODULE(_dtr_torch, m) {
     m.doc() = "dtr_torch's C++ half: ATen operators executed through dtr::runtime";
     cpu_counter(); // install the counting allocator before anything is allocated
+    // Every operator that reaches one of the bridge's keys and has no kernel of its own for it
+    // (all but the composite operators claimed by name: op_info.cpp).
+    // Never destroyed: kernels may run while the interpreter shuts down.
+    for (c10::DispatchKey k : bridge_runtime_keys)
+        (new torch::Library(torch::Library::IMPL, "_", k, __FILE__, __LINE__))
+            ->fallback(torch::CppFunction::makeFromBoxedFunction<&bridge_fallback>());
+    // Autograd for operators with no autograd kernel of their own (torch.distributed's, a
+    // library's custom operators) passes through to the bridge, as it passes through to the CPU
+    // kernel for a CPU tensor; PyTorch registers that fallback for its own backends only.
+    if (!c10::Dispatcher::singleton().hasBackendFallbackForDispatchKey(
+            c10::DispatchKey::AutogradPrivateUse3))
+        (new torch::Library(torch::Library::IMPL, "_", c10::DispatchKey::AutogradPrivateUse3,
+                            __FILE__, __LINE__))
+            ->fallback(torch::CppFunction::makeFallthrough());
 
     py::class_<storage_ref, ref_ptr>(m, "StorageRef")
         .def_property_readonly("nbytes", &storage_ref::nbytes)

@@ -37,6 +37,12 @@ std::shared_ptr<const op_info> classify(const c10::OperatorHandle& op) {
         return i;
     };
     if (starts_with(name, "profiler::")) return by_namespace(op_info::pass_through);
+    // Uninitialized memory for C++ code to fill through its data pointer (torch.tensor's
+    // constructor, the DataLoader's collation): a plain tensor, adopted if an operator reads it.
+    static const std::unordered_set<std::string> uninitialized{
+        "aten::empty", "aten::empty_strided", "aten::empty_permuted", "aten::empty_quantized",
+        "aten::_empty_affine_quantized", "aten::_empty_per_channel_affine_quantized"};
+    if (uninitialized.count(name) != 0) return by_namespace(op_info::pass_through);
     if (starts_with(name, "c10d::")) return by_namespace(op_info::collective);
     if (starts_with(name, "_c10d_functional::") || starts_with(name, "c10d_functional::") ||
         starts_with(name, "_c10d_functional_autograd::"))

@@ -7,6 +7,8 @@
 //! - c10::Allocator: `allocate` is const in 1.x and non-const in 2.x, and 2.x adds a pure
 //!   virtual `copy_data`. allocator_adapter declares the right one and forwards to
 //!   `allocate_bytes`.
+//! - 2.x makes compressed sparse layouts a per-backend functionality (bridge_runtime_keys).
+//! - BackendSelect ignores the thread's included keys in 1.x (bridge_key.hpp excludes it).
 //! - The backend bit the bridge's dispatch key uses (PrivateUse3) is the highest in 1.13 and
 //!   second to Meta in 2.x: either way it outranks CPU and CUDA, which is what the fallback
 //!   needs (docs/torch.md, "The call path").
@@ -53,5 +55,17 @@ protected:
 inline constexpr std::array<c10::DispatchKey, 2> composite_explicit_keys{
     c10::DispatchKey::CompositeExplicitAutograd,
     c10::DispatchKey::CompositeExplicitAutogradNonFunctional};
+
+//! The runtime keys of the bridge's backend bit: one per per-backend functionality (dense,
+//! and the layouts that are refused with a clear error: sparse, quantized, nested, and in 2.x
+//! compressed sparse). Without a kernel for each, an operator on a sparse tensor inside a
+//! context would fail in the dispatcher, naming a key the user never asked for.
+inline constexpr auto bridge_runtime_keys = std::array{
+    c10::DispatchKey::PrivateUse3,          c10::DispatchKey::SparsePrivateUse3,
+    c10::DispatchKey::QuantizedPrivateUse3, c10::DispatchKey::NestedTensorPrivateUse3,
+#if TORCH_VERSION_MAJOR >= 2
+    c10::DispatchKey::SparseCsrPrivateUse3,
+#endif
+};
 
 } // namespace dtr_torch

@@ -1,15 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
-"""torch.distributed with the bridge: collectives on DTRTensors.
+"""torch.distributed with the bridge.
 
-Collectives in PyTorch 1.13 (ProcessGroup::allreduce and friends) are not ATen operators: they
-read and write tensor memory directly, which a DTRTensor does not own. ``all_reduce_`` runs
-the collective on a plain copy and writes the result back as an in-place update of the
-runtime tensor. Under ``torch.no_grad()`` that update makes a constant, so the collective is
-never part of a recipe and is never recomputed.
-
-DistributedDataParallel is not supported yet: its Reducer copies gradients into buckets and
-hands them to the process group from C++ hooks, below the bridge. Use ``all_reduce_grads``
-after ``loss.backward()`` instead (data parallelism without buckets).
+Collectives on managed tensors need nothing: ``dist.all_reduce(t)`` and its siblings reach the
+bridge as the process group's operators, which run them on the tensors' memory (a managed
+tensor is first made a constant version no recipe reads; docs/torch.md, "Multi-process
+training"). ``all_reduce_grads`` all-reduces every gradient after ``backward()``;
+``prepare_ddp`` makes a DistributedDataParallel module usable inside a Runtime context.
 """
 
 from __future__ import annotations
@@ -21,17 +17,8 @@ import torch.distributed as dist
 
 
 def all_reduce_(t: torch.Tensor, op=dist.ReduceOp.SUM, group=None) -> torch.Tensor:
-    """In-place all-reduce of ``t`` (a DTRTensor or a plain tensor); returns ``t``."""
-    from ._bridge import DTRTensor, _outside
-    if not isinstance(t, DTRTensor):
-        with _outside():
-            dist.all_reduce(t, op=op, group=group)
-        return t
-    with _outside():
-        plain = t.materialize()
-        dist.all_reduce(plain, op=op, group=group)
-    with torch.no_grad():
-        t.copy_(plain)
+    """In-place all-reduce of ``t`` (managed or plain); returns ``t``."""
+    dist.all_reduce(t, op=op, group=group)
     return t
 
 
@@ -50,7 +37,7 @@ def all_reduce_grads(params: Iterable[torch.Tensor], average: bool = True, group
 
 class _ReducerProxy:
     """DistributedDataParallel's Reducer, with the calls DDP makes from Python that allocate
-    or rebuild its gradient buckets run in plain PyTorch (the bridge's mode popped): the
+    or rebuild its gradient buckets run in plain PyTorch (``dtr_torch.outside()``): the
     buckets stay plain tensors the Reducer's C++ code can read directly."""
 
     _PLAIN = frozenset({"_rebuild_buckets", "prepare_for_forward", "prepare_for_backward",
@@ -62,10 +49,10 @@ class _ReducerProxy:
     def __getattr__(self, name):
         attr = getattr(self._reducer, name)
         if name in self._PLAIN and callable(attr):
-            from ._bridge import _outside
+            from ._bridge import outside
 
             def plain(*args, **kwargs):
-                with _outside():
+                with outside():
                     return attr(*args, **kwargs)
             return plain
         return attr
