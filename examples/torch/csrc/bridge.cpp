@@ -133,11 +133,7 @@ ref_ptr bridge::adopt(const at::Tensor& t) {
     if (!ref) {
         ref = std::make_shared<storage_ref>();
         ref->owner = shared_from_this();
-        try {
-            ref->handle = rt_->adopt(t.storage());
-        } catch (const dtr::out_of_memory& e) {
-            raise_out_of_memory(std::string("adopting a tensor as a constant: ") + e.what());
-        }
+        ref->handle = rt_->adopt(t.storage()); // dtr::out_of_memory: the caller names the operator
         ref->plain_key = key;
         adopted_[key] = ref;
     }

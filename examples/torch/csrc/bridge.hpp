@@ -66,6 +66,7 @@ public:
 
     // ---- references -------------------------------------------------------------------------
     //! The reference of a managed tensor of this bridge, or of a plain tensor (adopting it).
+    //! @throws dtr::out_of_memory when the budget cannot hold an adopted tensor.
     ref_ptr ref_of(const at::Tensor& t);
     //! A managed tensor with geometry `g` on `ref`'s storage.
     at::Tensor wrap(ref_ptr ref, const geometry& g);

@@ -206,7 +206,12 @@ std::uint32_t dispatcher_call::input_of(const ref_ptr& ref) {
 
 int32_t dispatcher_call::take(const at::Tensor& t, int arg) {
     if (!t.defined()) return -1;
-    ref_ptr ref = b_.ref_of(t);
+    ref_ptr ref;
+    try {
+        ref = b_.ref_of(t);
+    } catch (const dtr::out_of_memory& e) {
+        raise_out_of_memory(info_.name + ": adopting an argument as a constant: " + e.what());
+    }
     r_->tensors.push_back({input_of(ref), geometry::of(t)});
     found_.push_back({t, std::move(ref), arg});
     return static_cast<int32_t>(r_->tensors.size() - 1);
