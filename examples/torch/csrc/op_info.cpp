@@ -71,16 +71,24 @@ op_table& table() {
 } // namespace
 
 const op_info& info_of(const c10::OperatorHandle& op) {
-    op_table& t = table();
+    // A thread's own copy of what it has looked up (no lock per operator); the table behind
+    // it owns the classifications for the process's lifetime.
+    thread_local std::unordered_map<const c10::FunctionSchema*, const op_info*> seen;
     const c10::FunctionSchema* key = &op.schema();
+    if (auto it = seen.find(key); it != seen.end()) return *it->second;
+    op_table& t = table();
+    const op_info* found = nullptr;
     {
         std::lock_guard<std::mutex> lock(t.mutex);
-        auto it = t.infos.find(key);
-        if (it != t.infos.end()) return *it->second;
+        if (auto it = t.infos.find(key); it != t.infos.end()) found = it->second.get();
     }
-    std::shared_ptr<const op_info> info = classify(op); // outside the lock: it takes the GIL
-    std::lock_guard<std::mutex> lock(t.mutex);
-    return *t.infos.emplace(key, std::move(info)).first->second;
+    if (found == nullptr) {
+        std::shared_ptr<const op_info> info = classify(op); // outside the lock: it takes the GIL
+        std::lock_guard<std::mutex> lock(t.mutex);
+        found = t.infos.emplace(key, std::move(info)).first->second.get();
+    }
+    seen.emplace(key, found);
+    return *found;
 }
 
 void claim_composite_operators() {

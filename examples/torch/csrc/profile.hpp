@@ -7,7 +7,6 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
-#include <chrono>
 #include <cstdint>
 #include <ctime>
 #include <string>
@@ -15,7 +14,9 @@
 
 namespace dtr_torch {
 
-//! ns, cumulative. recipe_ns / recipe_kernel_ns: inside recipe::run (the operator the runtime
+//! ns, cumulative, while profiling is on (_dtr_torch.profile_ops(True); the clock reads cost
+//! about as much as the rest of a small operator's path, so they are off otherwise).
+//! recipe_ns / recipe_kernel_ns: inside recipe::run (the operator the runtime
 //! runs: argument tensors, the kernel, adopting the outputs) on first runs, and in its kernel;
 //! remat_recipe_ns / remat_kernel_ns: the same for rematerializations. kernel_ns: every kernel
 //! the bridge runs (recipes, views, in-place updates of constants, eager constants).
@@ -28,8 +29,8 @@ inline profile_counters prof;
 
 //! Per operator: calls, the calling thread's CPU ns inside its kernel, and the same two for
 //! its rematerializations (off unless _dtr_torch.profile_ops(True): a clock_gettime pair per
-//! operator). While it is on, the counters above read the thread's CPU clock too (wall time
-//! otherwise), so that both are comparable with the bench's step_cpu_ratio.
+//! operator). The counters above read the same clock, so that both are comparable with the
+//! bench's step_cpu_ratio.
 struct op_profile {
     std::uint64_t calls = 0, ns = 0, remats = 0, remat_ns = 0;
 };
@@ -42,12 +43,6 @@ inline std::uint64_t thread_cpu_ns() {
     return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull +
            static_cast<std::uint64_t>(ts.tv_nsec);
 }
-inline std::uint64_t steady_ns() {
-    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                          std::chrono::steady_clock::now().time_since_epoch())
-                                          .count());
-}
-inline std::uint64_t prof_now() { return prof_ops ? thread_cpu_ns() : steady_ns(); }
 
 //! A boxed call of `op`, profiled per operator when profile_ops is on.
 inline void boxed_call(const c10::OperatorHandle& op, std::vector<c10::IValue>* s,
@@ -70,11 +65,20 @@ inline void boxed_call(const c10::OperatorHandle& op, std::vector<c10::IValue>* 
     }
 }
 
-//! Adds its lifetime to one counter.
+//! Adds its lifetime to one counter while profiling is on.
 struct scoped_ns {
-    std::uint64_t& into;
-    std::uint64_t start = prof_now();
-    ~scoped_ns() { into += prof_now() - start; }
+    explicit scoped_ns(std::uint64_t& counter) : into(prof_ops ? &counter : nullptr) {
+        if (into != nullptr) start = thread_cpu_ns();
+    }
+    ~scoped_ns() {
+        if (into != nullptr) *into += thread_cpu_ns() - start;
+    }
+    scoped_ns(const scoped_ns&) = delete;
+    scoped_ns& operator=(const scoped_ns&) = delete;
+
+private:
+    std::uint64_t* into;
+    std::uint64_t start = 0;
 };
 
 } // namespace dtr_torch

@@ -97,11 +97,9 @@ void recipe::run(context_t& ctx) {
     } restore_rng{generator, saved_state};
 
     {
-        const std::uint64_t k0 = prof_now();
+        scoped_ns all_kernels{prof.kernel_ns};
+        scoped_ns these{ctx.rematerializing() ? prof.remat_kernel_ns : prof.recipe_kernel_ns};
         boxed_call(*op, &s, ctx.rematerializing());
-        const std::uint64_t kdt = prof_now() - k0;
-        prof.kernel_ns += kdt;
-        (ctx.rematerializing() ? prof.remat_kernel_ns : prof.recipe_kernel_ns) += kdt;
     }
 
     if (!ran) {

@@ -12,6 +12,7 @@
 #include <ATen/core/Generator.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
+#include <c10/util/SmallVector.h>
 
 #include <cstdint>
 #include <memory>
@@ -22,8 +23,8 @@ namespace dtr_torch {
 
 //! A tensor's view of its storage: sizes, strides, offset, dtype, device.
 struct geometry {
-    std::vector<int64_t> sizes;
-    std::vector<int64_t> strides;
+    c10::SmallVector<int64_t, 5> sizes;
+    c10::SmallVector<int64_t, 5> strides;
     int64_t offset = 0;
     at::ScalarType dtype = at::kFloat;
     c10::Device device{c10::kCPU};

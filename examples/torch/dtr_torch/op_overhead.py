@@ -1,13 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """What the bridge adds per ATen operator with no budget, plain PyTorch beside it in one run.
 
-    python3 -m dtr_torch.op_overhead [--reps 9] [--chain 3000] [--block 4] [--json FILE]
+    python3 -m dtr_torch.op_overhead [--reps 9] [--chain 30] [--chains 100] [--block 4] [--json FILE]
 
 Two workloads where kernels take microseconds, so that what is measured is the per-operator
 path, not the arithmetic:
 
-- chain: ``x = relu(x * a + b)`` on tensors of --size floats, --chain operators (a third of
-  them each of mul, add, relu); the µs per operator of plain PyTorch and under a
+- chain: ``x = relu(x * a + b)`` on tensors of --size floats, chains of --chain operators (a
+  third of them each of mul, add, relu) started afresh --chains times, as a step's
+  activations are released at its end; the µs per operator of plain PyTorch and under a
   ``dtr_torch.Runtime()`` without a budget, and their difference;
 - gpt: one training step (forward, backward, SGD with momentum) of a 2-layer GPT, d 64,
   sequence 32, batch 4, vocabulary 512: ms per step, the ATen operators per step (counted
@@ -15,7 +16,8 @@ path, not the arithmetic:
   per operator.
 
 Plain and bridged repetitions alternate (plain, bridge, plain, bridge, ...), so that a change of
-load on the machine hits both alike; the medians are printed and written as JSON. The
+load on the machine hits both alike, and on a CPU the times are the calling thread's CPU time;
+the medians are printed and written as JSON. The
 bridged GPT steps are checked bit for bit against the plain ones (``torch.equal`` on the loss,
 every gradient and every parameter after the last step): a row that differs says so.
 """
@@ -33,22 +35,33 @@ from typing import Callable, List
 import torch
 
 
-def _chain(n: int, size: int, device: str) -> Callable[[], float]:
+def _chain(n: int, chains: int, size: int, device: str) -> Callable[[], float]:
     a = torch.full((size,), 1.0001, device=device)
     b = torch.full((size,), -0.5, device=device)
     x0 = torch.ones(size, device=device)
     k = max(n // 3, 1)
 
     def run() -> float:
-        x = x0
         _sync(device)
-        t0 = time.perf_counter_ns()
-        for _ in range(k):
-            x = torch.relu(x * a + b)
+        t0 = _now()
+        for _ in range(chains):
+            x = x0
+            for _ in range(k):
+                x = torch.relu(x * a + b)
         _sync(device)
-        return (time.perf_counter_ns() - t0) / (3 * k) / 1e3  # µs per operator
+        return (_now() - t0) / (3 * k * chains) / 1e3  # µs per operator
 
     return run
+
+
+def _now() -> int:
+    """The calling thread's CPU time, ns: with one torch thread on a CPU the kernels run on it,
+    and other processes on a shared machine do not inflate it (on a GPU: wall time, which
+    the synchronizations bound)."""
+    return _clock()
+
+
+_clock = time.thread_time_ns
 
 
 def _sync(device: str) -> None:
@@ -71,13 +84,13 @@ class _Step:
 
     def step(self) -> float:
         _sync(self.device)
-        t0 = time.perf_counter_ns()
+        t0 = _now()
         self.opt.zero_grad(set_to_none=True)
         loss = self.loss_fn(self.model(self.idx))
         loss.backward()
         self.opt.step()
         _sync(self.device)
-        dt = (time.perf_counter_ns() - t0) / 1e6
+        dt = (_now() - t0) / 1e6
         self.loss = loss.detach()
         return dt
 
@@ -101,23 +114,27 @@ def _count_ops(fn: Callable[[], object]) -> int:
 def main(argv: List[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python3 -m dtr_torch.op_overhead", description=__doc__.split("\n\n")[0])
     p.add_argument("--reps", type=int, default=9, help="alternating repetitions of each workload")
-    p.add_argument("--chain", type=int, default=3000, help="operators in the chain")
+    p.add_argument("--chain", type=int, default=30, help="operators in a chain")
+    p.add_argument("--chains", type=int, default=100, help="chains in a repetition")
     p.add_argument("--size", type=int, default=4, help="elements of the chain's tensors")
     p.add_argument("--block", type=int, default=4, help="GPT steps of each kind per repetition (the first a warm-up)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     p.add_argument("--json", help="write the figures here")
     a = p.parse_args(argv)
-    for name in ("reps", "chain", "size", "threads"):
+    for name in ("reps", "chain", "chains", "size", "threads"):
         if getattr(a, name) < 1:
             p.error(f"--{name} must be at least 1")
     if a.block < 2:
         p.error("--block must be at least 2 (its first step is a warm-up)")
     torch.set_num_threads(a.threads)
+    global _clock
+    if not a.device.startswith("cpu"):
+        _clock = time.perf_counter_ns
     import dtr_torch
 
     # --- chain ----------------------------------------------------------------------------
-    chain = _chain(a.chain, a.size, a.device)
+    chain = _chain(a.chain, a.chains, a.size, a.device)
     chain()  # warm-up
     plain_us: List[float] = []
     bridge_us: List[float] = []
@@ -153,7 +170,8 @@ def main(argv: List[str] | None = None) -> int:
         "python": platform.python_version(),
         "device": a.device,
         "threads": a.threads,
-        "chain": {"operators": 3 * max(a.chain // 3, 1), "elements": a.size,
+        "clock": "thread_cpu" if _clock is time.thread_time_ns else "wall",
+        "chain": {"operators": 3 * max(a.chain // 3, 1), "chains": a.chains, "elements": a.size,
                   "plain_us_per_op": cp, "bridge_us_per_op": cb, "added_us_per_op": cb - cp,
                   "plain_samples": plain_us, "bridge_samples": bridge_us},
         "gpt": {"config": "2 layers, d 64, 4 heads, sequence 32, batch 4, vocabulary 512, SGD momentum 0.9",
@@ -161,8 +179,9 @@ def main(argv: List[str] | None = None) -> int:
                 "added_us_per_op": (gb - gp) * 1e3 / ops, "bit_identical": identical,
                 "plain_samples": plain_ms, "bridge_samples": bridge_ms},
     }
-    print(f"torch {torch.__version__} on {a.device}, {a.threads} thread(s); medians of {a.reps} chain "
-          f"repetitions and {len(plain_ms)} steps, plain and bridge alternating")
+    clock = "thread CPU time" if _clock is time.thread_time_ns else "wall time"
+    print(f"torch {torch.__version__} on {a.device}, {a.threads} thread(s), {clock}; medians of {a.reps} "
+          f"chain repetitions and {len(plain_ms)} steps, plain and bridge alternating")
     print(f"{'workload':<44} {'plain':>10} {'bridge':>10} {'added':>12} {'ratio':>7}")
     print(f"{'chain of mul/add/relu, ' + str(a.size) + ' floats (µs/op)':<44} {cp:>10.2f} {cb:>10.2f} "
           f"{cb - cp:>9.2f} µs {cb / cp:>7.2f}")
