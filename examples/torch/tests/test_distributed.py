@@ -22,7 +22,7 @@ def worker(mode, rank, port, out):
     from dtr_torch import models
     from dtr_torch.distributed import all_reduce_grads
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}?use_libuv=0", rank=rank, world_size=2)
     torch.manual_seed(0)
     model, _, _ = models.make_resnet(batch=4, size=16, width=8, blocks=2)
     torch.manual_seed(100 + rank)  # each rank its own shard

@@ -224,7 +224,7 @@ def test_collective_single_process():
     with socket.socket() as so:
         so.bind(("127.0.0.1", 0))
         port = so.getsockname()[1]
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}?use_libuv=0", rank=0, world_size=1)
     try:
         rt = dtr_torch.Runtime(deterministic_costs=True)
         with rt:
