@@ -9,6 +9,8 @@
 #include "torch_compat.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <cstddef>
 #include <mutex>
 #include <unordered_map>
@@ -49,6 +51,7 @@ public:
                     live_.emplace(data, entry{std::move(inner), n});
                     ++reused_;
                     note_demand();
+                    if (zero_fill_active()) std::memset(data, 0, n);
                     return {data, data, &release, device};
                 }
             }
@@ -74,6 +77,7 @@ public:
         peak_ = std::max(peak_, current_);
         total_ += n;
         note_demand();
+        if (zero_fill_active()) std::memset(data, 0, n);
         return {data, data, &release, device};
     }
     c10::DeleterFnPtr raw_deleter() const override { return &release; }
@@ -133,6 +137,19 @@ public:
 
     static counting_allocator* instance;
 
+    //! Allocations made on this thread while a zero_fill_scope lives are zero-filled (see
+    //! zero_fill_scope); set_zero_fill_all(true) zero-fills every allocation of the process.
+    static void set_zero_fill_all(bool on) { zero_fill_all_.store(on); }
+    static bool zero_fill_all() { return zero_fill_all_.load(); }
+
+private:
+    friend class zero_fill_scope;
+    static bool zero_fill_active() { return zero_fill_depth_ != 0 || zero_fill_all_.load(); }
+    static inline thread_local int zero_fill_depth_ = 0;
+    static inline std::atomic<bool> zero_fill_all_{false};
+
+public:
+
 private:
     struct entry {
         c10::DataPtr inner;
@@ -167,6 +184,24 @@ private:
     mutable std::size_t cached_ = 0, reused_ = 0, current_ = 0, peak_ = 0, total_ = 0,
                         demand_peak_ = 0;
     bool caching_ = false, paused_ = false;
+};
+
+//! Zero-fills the CPU allocations of the calling thread while it lives: around the kernels that
+//! read memory they never wrote (torch_compat.hpp, reads_uninitialized_scratch), so that what
+//! they compute does not depend on what the heap held before.
+class zero_fill_scope {
+public:
+    explicit zero_fill_scope(bool on) : on_(on) {
+        if (on_) ++counting_allocator::zero_fill_depth_;
+    }
+    ~zero_fill_scope() {
+        if (on_) --counting_allocator::zero_fill_depth_;
+    }
+    zero_fill_scope(const zero_fill_scope&) = delete;
+    zero_fill_scope& operator=(const zero_fill_scope&) = delete;
+
+private:
+    bool on_;
 };
 
 //! The counting allocator, installed as PyTorch's CPU allocator on first use (the module

@@ -341,7 +341,7 @@ bool dispatcher_call::in_place_on_constants() {
         plain_aten plain;
         fill_stack(s, r_->slots, r_->tensors, held.storages);
         scoped_ns kt{prof.kernel_ns};
-        boxed_call(*info_.op, &s);
+        boxed_call(*info_.op, &s, false, info_.zero_scratch);
     }
     ++b_.counters_.inplace_direct;
     for (std::size_t i = 0; i < rets.size(); ++i)
@@ -419,7 +419,7 @@ void dispatcher_call::view() {
     fill_stack(s, r_->slots, r_->tensors, fake);
     {
         scoped_ns kt{prof.kernel_ns};
-        boxed_call(*info_.op, &s);
+        boxed_call(*info_.op, &s, false, info_.zero_scratch);
     }
     auto wrap_view = [&](const at::Tensor& t) -> at::Tensor {
         if (!t.defined()) return t;
@@ -462,7 +462,7 @@ bool dispatcher_call::unmanaged() {
     for (const arg_slot& a : r_->slots) s[a.stack_index] = recipe_stack[a.stack_index];
     {
         scoped_ns kt{prof.kernel_ns};
-        boxed_call(*info_.op, &s);
+        boxed_call(*info_.op, &s, false, info_.zero_scratch);
     }
     push_stack(s);
     return true;
@@ -488,7 +488,7 @@ bool dispatcher_call::eager() {
         plain_aten plain;
         fill_stack(s, r_->slots, r_->tensors, st);
         scoped_ns kt{prof.kernel_ns};
-        boxed_call(*info_.op, &s);
+        boxed_call(*info_.op, &s, false, info_.zero_scratch);
     }
     if (!eager_constant) {
         for (const c10::IValue& v : s)
@@ -614,6 +614,7 @@ void dispatcher_call::recorded() {
     r.stack = std::move(stack_);
     r.input_mutated = mutated_;
     r.n_outputs = n_out;
+    r.zero_scratch = info_.zero_scratch;
     if (info_.random) {
         at::Generator g;
         if (info_.generator_arg >= 0) {

@@ -131,6 +131,7 @@ PYBIND11_MODULE(_dtr_torch, m) {
                  i->generator_arg = generator_arg;
                  i->first_list_arg = first_list_arg;
                  i->functional = std::move(functional);
+                 i->zero_scratch = reads_uninitialized_scratch(name);
                  if (i->return_alias.size() != h->schema().returns().size())
                      throw std::invalid_argument("dtr_torch: return_alias does not match " + i->name);
                  return i;
@@ -265,6 +266,9 @@ PYBIND11_MODULE(_dtr_torch, m) {
     });
     m.def("reset_allocator_peak", [] { cpu_counter().reset_peak(); });
     m.def("set_allocator_caching", [](bool on) { cpu_counter().set_caching(on); });
+    m.def("set_zero_fill", &counting_allocator::set_zero_fill_all,
+          "Zero-fill every CPU allocation of the process (a reference run that must not depend "
+          "on what the heap held; the bridge zero-fills inside the kernels that need it).");
     m.def("pause_allocator_cache", [](bool on) { cpu_counter().set_paused(on); });
     m.attr("torch_version") = py::make_tuple(torch_major, torch_minor);
 }

@@ -34,6 +34,9 @@ struct op_info {
     bool random = false;
     int generator_arg = -1;
     int first_list_arg = -1;
+    //! Its kernel may read scratch memory it never wrote: zero-fill what it allocates
+    //! (torch_compat.hpp, reads_uninitialized_scratch).
+    bool zero_scratch = false;
     //! The out-of-place form of an in-place operator (relu_ -> relu, add_.Tensor ->
     //! add.Tensor), or null. See "in-place without a copy" in dispatch.cpp.
     std::shared_ptr<const op_info> functional;

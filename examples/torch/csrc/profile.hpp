@@ -5,6 +5,8 @@
 
 #pragma once
 
+#include "counting_allocator.hpp"
+
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <cstdint>
@@ -44,9 +46,11 @@ inline std::uint64_t thread_cpu_ns() {
            static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
-//! A boxed call of `op`, profiled per operator when profile_ops is on.
+//! A boxed call of `op`, profiled per operator when profile_ops is on; with `zero_scratch`, its
+//! CPU allocations are zero-filled (zero_fill_scope).
 inline void boxed_call(const c10::OperatorHandle& op, std::vector<c10::IValue>* s,
-                       bool remat = false) {
+                       bool remat = false, bool zero_scratch = false) {
+    zero_fill_scope zero{zero_scratch};
     if (!prof_ops) {
         op.callBoxed(s);
         return;

@@ -99,7 +99,7 @@ void recipe::run(context_t& ctx) {
     {
         scoped_ns all_kernels{prof.kernel_ns};
         scoped_ns these{ctx.rematerializing() ? prof.remat_kernel_ns : prof.recipe_kernel_ns};
-        boxed_call(*op, &s, ctx.rematerializing());
+        boxed_call(*op, &s, ctx.rematerializing(), zero_scratch);
     }
 
     if (!ran) {

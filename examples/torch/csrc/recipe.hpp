@@ -72,6 +72,7 @@ struct recipe {
     std::vector<std::uint8_t> input_mutated; //!< per distinct input
     std::vector<std::size_t> fresh_returns;  //!< return positions whose tensors are outputs
     std::size_t n_outputs = 0;
+    bool zero_scratch = false; //!< op_info::zero_scratch
     // Random operators: the generator and its state before the first run.
     std::optional<at::Generator> generator;
     at::Tensor rng_state;

@@ -26,6 +26,7 @@
 #include <array>
 #include <cstddef>
 #include <cstring>
+#include <string>
 
 namespace dtr_torch {
 
@@ -67,5 +68,16 @@ inline constexpr auto bridge_runtime_keys = std::array{
     c10::DispatchKey::SparseCsrPrivateUse3,
 #endif
 };
+
+//! Whether an operator's CPU kernel may read scratch memory it never wrote, so that the bridge
+//! zero-fills what the kernel allocates. PyTorch 2.x's oneDNN convolutions reorder weights into
+//! a padded blocked layout without zeroing the padding (seen on 2.6 with oneDNN 3.7: the
+//! padding meets zero-padded channels, 0 x garbage = 0, unless the garbage decodes as NaN or
+//! Inf, which then spreads over the whole gradient). Plain PyTorch reads the same garbage; the
+//! bridge's heap holds different garbage, so without this a run under the bridge could differ
+//! from plain PyTorch, or compute NaN where plain PyTorch did not. 1.13's do not.
+inline bool reads_uninitialized_scratch(const std::string& qualified_name) {
+    return TORCH_VERSION_MAJOR >= 2 && qualified_name.find("convolution") != std::string::npos;
+}
 
 } // namespace dtr_torch

@@ -48,7 +48,16 @@ def train(make, steps, runtime=None, opt="sgd", seed=0):
             losses.append(dtr_torch.materialize(loss.detach()))
 
     if runtime is None:
-        steps_()
+        # The reference must not depend on what the heap held before: PyTorch 2.x's oneDNN
+        # convolutions read uninitialized padding (NaN when the garbage decodes as NaN; the
+        # bridge zero-fills inside them, docs/torch.md "PyTorch 2.x"), so its allocations are
+        # zero-filled.
+        from dtr_torch._bridge import _ext
+        _ext.set_zero_fill(True)
+        try:
+            steps_()
+        finally:
+            _ext.set_zero_fill(False)
     else:
         with runtime:
             steps_()
