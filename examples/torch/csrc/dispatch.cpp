@@ -121,6 +121,7 @@ private:
     bool in_place_on_constants();
     bool out_of_place_rewrite();
     void view();
+    void inplace_view();
     bool unmanaged();
     bool eager();
     void recorded();
@@ -185,10 +186,14 @@ void dispatcher_call::run() {
         out_->push_back(args_[0]);
         return;
     }
-    if (info_.kind == op_info::inplace_view)
+    if (info_.kind == op_info::resize)
         unsupported(info_.name +
-                    " changes a tensor's sizes or strides in place; use the out-of-place form "
-                    "(e.g. t() instead of t_())");
+                    " gives a tensor other memory in place (the runtime owns the memory of "
+                    "its tensors); make a new tensor instead");
+    if (info_.kind == op_info::inplace_view) {
+        inplace_view();
+        return;
+    }
     if (info_.kind == op_info::view) {
         view();
         return;
@@ -442,6 +447,36 @@ void dispatcher_call::view() {
             out_->push_back(std::move(v));
         }
     }
+}
+
+// ---- in-place views (transpose_, squeeze_, as_strided_): the tensor's own geometry changes ---
+// The new geometry comes from the operator run on a memoryless storage, as for a view; a
+// managed tensor takes it (its storage stays), a plain one runs the operator as it is.
+void dispatcher_call::inplace_view() {
+    if (found_.empty() || found_[0].arg != 0)
+        unsupported(info_.name + ": an in-place view without a tensor to change");
+    const at::Tensor& self = found_[0].t;
+    managed_tensor_impl* m = managed_impl(self);
+    plain_aten plain;
+    if (m == nullptr) {
+        std::vector<c10::IValue> s = args_;
+        info_.op->callBoxed(&s);
+        out_->push_back(args_[0]);
+        return;
+    }
+    std::vector<c10::Storage> fake;
+    for (const ref_ptr& in : inputs_)
+        fake.push_back(borrowed_storage(nullptr, in->nbytes(), b_.device()));
+    std::vector<c10::IValue> s = stack_;
+    fill_stack(s, r_->slots, r_->tensors, fake);
+    const c10::IValue probe = s[0]; // the plain tensor the operator changes
+    info_.op->callBoxed(&s);
+    const geometry g = geometry::of(probe.toTensor());
+    const bool allow = m->allow_tensor_metadata_change();
+    m->set_allow_tensor_metadata_change(true);
+    m->set_sizes_and_strides(g.sizes, g.strides, g.offset);
+    m->set_allow_tensor_metadata_change(allow);
+    out_->push_back(args_[0]);
 }
 
 // ---- tensors of another device ------------------------------------------------------------

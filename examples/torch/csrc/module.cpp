@@ -122,7 +122,8 @@ PYBIND11_MODULE(_dtr_torch, m) {
                  auto i = std::make_shared<op_info>();
                  i->op = *h;
                  i->name = name + (overload.empty() ? "" : "." + overload);
-                 if (kind < op_info::compute || kind > op_info::inplace_view)
+                 if (kind < op_info::compute || kind > op_info::resize ||
+                     (kind > op_info::inplace_view && kind < op_info::resize))
                      throw std::invalid_argument("dtr_torch: OpInfo kind " + std::to_string(kind));
                  i->kind = static_cast<op_info::kind_t>(kind);
                  i->writes = std::move(writes);

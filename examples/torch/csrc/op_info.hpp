@@ -23,10 +23,11 @@ struct op_info {
         compute = 0,        //!< fresh results and/or writes: a runtime call (or run in place)
         view = 1,           //!< results alias arguments: no runtime call
         detach_inplace = 2, //!< detach_: autograd's business only
-        inplace_view = 3,   //!< changes sizes or strides in place: refused
+        inplace_view = 3,   //!< changes sizes or strides in place: the tensor's geometry
         pass_through = 4,   //!< profiler markers: run as they are
         collective = 5,     //!< c10d:: (torch.distributed's process-group operators)
         functional_collective = 6, //!< _c10d_functional:: (2.x): fresh results written later
+        resize = 7,         //!< set_, resize_: other memory in place: refused
     } kind = compute;
     //! (argument index, bool argument that must be true for the write, or -1)
     std::vector<std::pair<int, int>> writes;

@@ -40,10 +40,13 @@ class ThrashingError(RuntimeError):
 
 _ext.set_error_types(OutOfMemoryError, ThrashingError)
 
-# Operators that change a tensor's metadata or storage in place without an inplace_view tag.
-_METADATA_INPLACE = frozenset({"set_", "resize_", "resize_as_", "_resize_output_", "swapdims_",
-                               "swapaxes_", "transpose_", "t_", "squeeze_", "unsqueeze_",
-                               "as_strided_"})
+# Operators that change a tensor's sizes or strides in place (a view of the same storage),
+# with or without an inplace_view tag: the bridge changes the tensor's geometry.
+_METADATA_INPLACE = frozenset({"swapdims_", "swapaxes_", "transpose_", "t_", "squeeze_",
+                               "unsqueeze_", "as_strided_"})
+# Operators that give a tensor other memory in place: refused (the runtime owns the memory).
+_STORAGE_INPLACE = frozenset({"set_", "resize_", "resize_as_", "_resize_output_"})
+_RESIZE = 7  # op_info::resize
 
 # In-place operators whose namesake out-of-place operator may return an argument itself
 # (aten::copy returns `src` when no conversion is needed): always copy-on-write.
@@ -65,6 +68,8 @@ def _info(func):
     name = s.name.split("::")[-1]
     if name in _METADATA_INPLACE:
         kind = _schema.INPLACE_VIEW
+    elif name in _STORAGE_INPLACE:
+        kind = _RESIZE
     functional = None
     if (kind == _schema.COMPUTE and name.endswith("_") and not name.startswith("_") and not k.random
             and name not in _NO_REWRITE

@@ -26,9 +26,10 @@ UNANNOTATED_WRITES: Dict[str, Tuple[Tuple[str, ...], Optional[str]]] = {
     "rrelu_with_noise": (("noise",), "training"),
 }
 
-# Operators whose 1.13 schema declares a fresh result although the result is a view of an
-# argument (``_unsafe_view`` is what reshape/matmul use on temporaries).
-UNANNOTATED_VIEWS = frozenset({"_unsafe_view"})
+# Operators whose schema declares fresh results although they are views of an argument:
+# ``_unsafe_view`` is what reshape/matmul use on temporaries, and the ``unsafe_`` splits (the
+# gates of LSTM and GRU cells) return views whose version counters autograd does not share.
+UNANNOTATED_VIEWS = frozenset({"_unsafe_view", "unsafe_split", "unsafe_split_with_sizes", "unsafe_chunk"})
 
 # Random operators whose 1.13 schema has no Generator argument and no
 # nondeterministic_seeded tag.

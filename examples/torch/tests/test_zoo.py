@@ -162,11 +162,31 @@ def test_unsupported():
     try:
         with dtr_torch.Runtime():
             x = torch.ones(3, 4) * 2
-            x.t_()
+            x.resize_(6)
     except RuntimeError as e:
-        assert "unsupported" in str(e) and "t_" in str(e), e
+        assert "unsupported" in str(e) and "resize_" in str(e), e
     else:
-        raise AssertionError("t_ must be refused")
+        raise AssertionError("resize_ must be refused")
+
+
+def test_inplace_views():
+    """Sizes and strides changed in place (GRU's transpose_, squeeze_, as_strided_) on managed
+    and plain tensors alike, as in plain PyTorch."""
+    def f():
+        x = torch.arange(12.0).reshape(3, 4) * 2
+        x.t_()
+        x.unsqueeze_(0)
+        y = torch.ones(2, 1, 3)
+        y.squeeze_(1)
+        z = x.clone()
+        z.as_strided_((2, 2), (1, 4), 1)
+        return x * 1, y * 1, z * 1
+    ref = f()
+    with dtr_torch.Runtime() as rt:
+        got = [dtr_torch.materialize(t) for t in f()]
+        assert rt.stats()["dispatched"] > 0
+    for a, b in zip(ref, got):
+        assert a.shape == b.shape and a.stride() == b.stride() and torch.equal(a, b), (a, b)
 
 
 def test_inplace_constants_and_promotion():
@@ -243,6 +263,7 @@ def main():
     test_printing_numpy()
     test_views_share_storage()
     test_unsupported()
+    test_inplace_views()
     test_inplace_constants_and_promotion()
     test_collective_single_process()
     print("zoo: all checks passed")
