@@ -7,6 +7,7 @@
 
 #include <dtr/error.hpp>
 
+#include <c10/core/GradMode.h>
 #include <c10/core/TensorImpl.h>
 
 #include <string>
@@ -96,7 +97,9 @@ void recipe::run(context_t& ctx) {
         }
     } restore_rng{generator, saved_state};
 
+    if (!ran) grad_mode = c10::GradMode::is_enabled();
     {
+        c10::AutoGradMode same_grad_mode{grad_mode};
         scoped_ns all_kernels{prof.kernel_ns};
         scoped_ns these{ctx.rematerializing() ? prof.remat_kernel_ns : prof.recipe_kernel_ns};
         boxed_call(*op, &s, ctx.rematerializing(), zero_scratch);

@@ -83,6 +83,10 @@ struct recipe {
     //! attention kernel returns beside its tensors), by return position.
     std::vector<c10::IValue> other_returns;
     bool ran = false;
+    //! Grad mode at the first run: a kernel may decide on it what to return (2.x's oneDNN
+    //! LSTM returns its workspace only with grad mode on), and a recomputation in backward,
+    //! where grad mode is off, must return what the first run did.
+    bool grad_mode = true;
     std::size_t io_bytes = 0; //!< bytes of the outputs of the first run (physical floor)
     //! The reader counts of the input versions this recipe reads (storage_ref::readers): while
     //! the runtime keeps the record, those versions may be read again by a rematerialization.
