@@ -6,7 +6,8 @@
 #   bench/gpu_check.sh OUTDIR          configure, build, test, run; results in OUTDIR
 #   bench/gpu_check.sh --pack-deps [DIR]
 #                                      on a development machine: copy the Boost and doctest
-#                                      headers the CUDA targets include (about 1 MB) into DIR
+#                                      headers the CUDA targets and the PyTorch bridge include
+#                                      (about 1 MB) into DIR
 #                                      (default build-gpu-deps/include), for a GPU machine that
 #                                      has neither; carry build-gpu-deps there
 #
@@ -37,9 +38,16 @@ if [[ ${1:-} == --pack-deps ]]; then
     sources=(tests/cuda/test_cuda_backend.cpp tests/cuda/test_cuda_error.cpp tests/cuda/cuda_main.cpp
              tests/doctest_main.cpp examples/cuda_mlp/main.cpp examples/cuda_mlp/call_overhead.cpp)
     cd "$root"
-    headers=$(for s in "${sources[@]}"; do
-                  g++ -std=c++20 -M -Iinclude -Itests -Iexamples/cuda_mlp -I"$cuda_home/include" "$s"
-              done | tr ' \\' '\n\n' | grep -E '/(boost|doctest)/' | sort -u)
+    # the dtr headers the PyTorch bridge includes (gpu_check_torch.sh builds it)
+    bridge='#include <dtr/runtime.hpp>
+#include <dtr/offload.hpp>
+#include <dtr/heuristic/by_name.hpp>
+#include <dtr/search/indexed.hpp>'
+    headers=$({ for s in "${sources[@]}"; do
+                    g++ -std=c++20 -M -Iinclude -Itests -Iexamples/cuda_mlp -I"$cuda_home/include" "$s"
+                done
+                g++ -std=c++20 -M -Iinclude -x c++ - <<<"$bridge"
+              } | tr ' \\' '\n\n' | grep -E '/(boost|doctest)/' | sort -u)
     headers+=$'\n'/usr/include/boost/version.hpp  # Meson's Boost detection reads it
     count=0
     while read -r h; do
@@ -69,29 +77,8 @@ start=$(date +%s)
 declare -a summary=()
 failed=0
 
-elapsed() { echo $(($(date +%s) - start)); }
-
-# run_step NAME LIMIT_SECONDS LOGFILE COMMAND...: runs COMMAND under a time limit, appends its
-# output to LOGFILE (and to the main log), records the verdict. Never exits the script.
-run_step() {
-    local name=$1 limit=$2 file=$3
-    shift 3
-    local t0 rc=0
-    t0=$(date +%s)
-    echo
-    echo "=== [$(elapsed)s] $name (limit ${limit}s): $*"
-    timeout --kill-after=10 "$limit" "$@" > >(tee -a "$file") 2>&1 || rc=$?
-    local verdict=PASS
-    case $rc in
-        0) ;;
-        77) verdict="SKIP (exit 77: no usable device)"; failed=1 ;;
-        124 | 137) verdict="TIMEOUT after ${limit}s"; failed=1 ;;
-        *) verdict="FAIL (exit $rc)"; failed=1 ;;
-    esac
-    summary+=("$(printf '%-34s %-34s %4ss' "$name" "$verdict" $(($(date +%s) - t0)))")
-    echo "=== $name: $verdict"
-    return 0
-}
+# elapsed, run_step: shared with gpu_check_torch.sh
+source "$root/bench/gpu_check_common.sh"
 
 # ---- 1. environment -----------------------------------------------------------------------
 {

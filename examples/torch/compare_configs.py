@@ -53,6 +53,7 @@ def main():
             setattr(ns, k, getattr(a, k))
         # the bench's runs read these too: no host tier in a compared configuration
         ns.host_memory, ns.offload_bandwidth, ns.offload_latency_ns = None, None, 0.0
+        ns.device = "cpu"
         configs.append((name, ns))
     torch.set_num_threads(1)
     factory = B._load_factory(a.model, a.size, a.classes)

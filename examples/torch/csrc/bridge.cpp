@@ -135,7 +135,15 @@ ref_ptr bridge::adopt(const at::Tensor& t) {
         ref->owner = shared_from_this();
         ref->handle = rt_->adopt(t.storage()); // dtr::out_of_memory: the caller names the operator
         ref->plain_key = key;
+        ref->plain_data = t.storage().data_ptr().get();
         adopted_[key] = ref;
+    } else if (t.storage().data_ptr().get() != ref->plain_data ||
+               t.storage().nbytes() != ref->nbytes()) {
+        unsupported(
+            "a tensor the runtime adopted was given other memory outside the dispatcher "
+            "(Tensor.untyped_storage().resize_() or set_ on its storage; FullyShardedDataParallel "
+            "frees and reallocates its parameters this way): the runtime's records would read "
+            "freed memory");
     }
     c10::TensorImpl* impl = t.unsafeGetTensorImpl();
     for (auto& w : ref->plains)
@@ -277,6 +285,7 @@ void bridge::follow_mutation(const ref_ptr& ref) {
     const c10::Storage& fresh = it->second;
     adopted_.erase(ref->plain_key);
     ref->plain_key = fresh.unsafeGetStorageImpl();
+    ref->plain_data = fresh.data_ptr().get();
     adopted_[ref->plain_key] = ref;
     std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>> alive;
     for (auto& w : ref->plains) {

@@ -29,6 +29,10 @@ struct storage_ref {
     //! Plain tensors sharing this storage (adopted); they follow mutations.
     std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>> plains;
     const c10::StorageImpl* plain_key = nullptr;
+    //! The adopted storage's memory when it was adopted: the runtime's block. PyTorch can give
+    //! a storage other memory without an operator (`untyped_storage().resize_()`, as FSDP
+    //! does); the bridge checks this before it trusts an adopted storage again.
+    const void* plain_data = nullptr;
     //! Live recipes that read the current version (a new version gets a new count). A constant
     //! no recipe reads can be updated in place: nothing can ever need its old bytes.
     std::shared_ptr<std::size_t> readers = std::make_shared<std::size_t>(0);

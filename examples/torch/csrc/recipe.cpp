@@ -67,8 +67,9 @@ void recipe::run(context_t& ctx) {
     const std::size_t n_in = ctx.num_inputs();
     std::vector<c10::Storage> storages;
     storages.reserve(n_in);
+    block_table& blocks = ctx.backend().table();
     for (std::size_t i = 0; i < n_in; ++i) {
-        const c10::Device dev = ctx.backend().table().device;
+        const c10::Device dev = blocks.device;
         if (input_mutated[i]) {
             auto b = ctx.inout(i);
             storages.push_back(borrowed_storage(b.data(), b.size(), dev));
@@ -77,6 +78,16 @@ void recipe::run(context_t& ctx) {
             storages.push_back(borrowed_storage(b.data(), b.size(), dev));
         }
     }
+    // An adopted storage is PyTorch's too, and PyTorch can give it other memory without an
+    // operator (untyped_storage().resize_(), as FullyShardedDataParallel does): reading the
+    // block would read freed memory.
+    for (const c10::Storage& in : storages)
+        if (auto it = blocks.blocks.find(in.data_ptr().get());
+            it != blocks.blocks.end() && it->second.data_ptr().get() != in.data_ptr().get())
+            unsupported(op->schema().name() +
+                        " reads a tensor the runtime adopted that was given other memory outside "
+                        "the dispatcher (untyped_storage().resize_() or set_; "
+                        "FullyShardedDataParallel frees and reallocates its parameters this way)");
     std::vector<c10::IValue> s = stack;
     fill_stack(s, slots, tensors, storages);
 

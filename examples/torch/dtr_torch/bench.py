@@ -96,13 +96,26 @@ class _Run:
         self.param_bytes = 0
 
 
-def _train(factory, batch: int, steps: int, seed: int, optimizer: str, runtime=None) -> _Run:
+def _train(factory, batch: int, steps: int, seed: int, optimizer: str, runtime=None,
+           device: str = "cpu") -> _Run:
     import dtr_torch
     gc.collect()
-    base = dtr_torch.allocator_stats()["current"]
-    dtr_torch.reset_allocator_peak()
+    cuda = device.startswith("cuda")
+    if cuda:
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+    else:
+        base = dtr_torch.allocator_stats()["current"]
+        dtr_torch.reset_allocator_peak()
     torch.manual_seed(seed)
-    model, inputs, loss_fn = factory(batch)
+    if device == "cpu":
+        model, inputs, loss_fn = factory(batch)
+    else:
+        # the model, its inputs and the loss's targets made on the device (PyTorch 2's
+        # default-device context)
+        with torch.device(device):
+            model, inputs, loss_fn = factory(batch)
     model.train()
     params = list(model.parameters())
     if optimizer == "adam":
@@ -122,6 +135,8 @@ def _train(factory, batch: int, steps: int, seed: int, optimizer: str, runtime=N
             loss = loss_fn(model(*inputs))
             loss.backward()
             opt.step()
+            if cuda:
+                torch.cuda.synchronize()
             run.times.append(time.perf_counter() - t0)
             run.cpu_times.append(time.thread_time() - c0)
             run.loss = dtr_torch.materialize(loss.detach())  # as a user logging the loss would
@@ -134,7 +149,7 @@ def _train(factory, batch: int, steps: int, seed: int, optimizer: str, runtime=N
                 loop()
         finally:
             run.stats = runtime.stats()
-    run.alloc_peak = dtr_torch.allocator_stats()["peak"] - base
+    run.alloc_peak = (torch.cuda.max_memory_allocated() if cuda else dtr_torch.allocator_stats()["peak"]) - base
     run.loss = dtr_torch.materialize(run.loss)
     run.params = [p.detach().clone() for p in params]
     run.grads = [None if p.grad is None else p.grad.detach().clone() for p in params]
@@ -195,7 +210,7 @@ def _row(model: str, ratio: float, budget: int, plain: _Run, peak: int, floor,
 
 def _attempt(args, factory, ratio: float, peak: int, plain: _Run, floor: float) -> Tuple[dict, Optional[_Run]]:
     row, run = _attempt_once(args, factory, ratio, peak, plain, floor)
-    row.update(heuristic=args.heuristic, cost_clock=args.cost_clock, park_released=args.park_released,
+    row.update(heuristic=args.heuristic, device=args.device, cost_clock=args.cost_clock, park_released=args.park_released,
                restore=args.restore, thrash_factor=args.thrash_factor, host_memory=args.host_memory,
                offload_bandwidth=args.offload_bandwidth, offload_latency_ns=args.offload_latency_ns)
     if getattr(args, "tier_floor", None) is not None:
@@ -208,7 +223,7 @@ def _attempt_once(args, factory, ratio: float, peak: int, plain: _Run, floor: fl
     budget = max(1, int(ratio * peak))
     # the limit on the clock the costs are measured on
     plain_total_ns = sum(plain.cpu_times if args.cost_clock == "thread_cpu" else plain.times) * 1e9
-    rt = dtr_torch.Runtime(budget=budget, heuristic=args.heuristic,
+    rt = dtr_torch.Runtime(budget=budget, heuristic=args.heuristic, device=args.device,
                            remat_limit=args.thrash_factor * plain_total_ns,
                            cost_clock=args.cost_clock, park_released=args.park_released,
                            restore=args.restore, host_memory=args.host_memory,
@@ -216,7 +231,7 @@ def _attempt_once(args, factory, ratio: float, peak: int, plain: _Run, floor: fl
                            offload_latency_ns=args.offload_latency_ns)
     run = _Run()
     try:
-        run = _train(factory, args.batch, args.steps, args.seed, args.optimizer, rt)
+        run = _train(factory, args.batch, args.steps, args.seed, args.optimizer, rt, args.device)
         return _row(args.model, ratio, budget, plain, peak, floor, run, "ok"), run
     except dtr_torch.OutOfMemoryError as e:
         run.stats = rt.stats()
@@ -274,6 +289,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--classes", type=int, default=10, help="classes for torchvision models")
     p.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd", help="SGD with momentum 0.9, or Adam")
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (fixed for comparability)")
+    p.add_argument("--device", default="cpu", help="cpu, or cuda (PyTorch 2 with a GPU): where the model, its "
+                   "inputs and the runtime's tensors live")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--thrash-factor", type=float, default=4.0,
                    help="status thrash when rematerialization time exceeds this many times the plain run's "
@@ -303,24 +320,36 @@ def main(argv: Optional[List[str]] = None) -> int:
         p.error("--ratios must be positive")
     if a.steps < 1 or a.batch < 1:
         p.error("--steps and --batch must be at least 1")
+    if a.device != "cpu":
+        if not a.device.startswith("cuda") or not torch.cuda.is_available():
+            p.error(f"--device {a.device}: cpu, or cuda with a GPU PyTorch can use")
+        if not hasattr(torch.device(a.device), "__enter__"):
+            p.error("--device cuda needs PyTorch 2 (the models are made under torch.device)")
+        # deterministic kernels, so that the runs under the bridge can be compared bit for bit
+        # (cuBLAS needs its workspace fixed before its first use; kernels without a
+        # deterministic form warn instead of failing)
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
+        torch.use_deterministic_algorithms(True, warn_only=True)
     torch.set_num_threads(a.threads)
     import dtr_torch
     factory = _load_factory(a.model, a.size, a.classes)
     a.offload_latency_ns = 0.0
     if a.host_memory and a.offload_bandwidth is None:
         # measured once, so that every ratio's runtime has the same transfer model
-        link = dtr_torch.Runtime(host_memory=a.host_memory).stats()
+        link = dtr_torch.Runtime(host_memory=a.host_memory, device=a.device).stats()
         a.offload_bandwidth, a.offload_latency_ns = link["offload_bandwidth"], link["offload_latency_ns"]
 
-    plain = _train(factory, a.batch, a.steps, a.seed, a.optimizer)
-    ref = dtr_torch.Runtime(heuristic=a.heuristic)
-    unlimited = _train(factory, a.batch, a.steps, a.seed, a.optimizer, ref)
+    plain = _train(factory, a.batch, a.steps, a.seed, a.optimizer, device=a.device)
+    ref = dtr_torch.Runtime(heuristic=a.heuristic, device=a.device)
+    unlimited = _train(factory, a.batch, a.steps, a.seed, a.optimizer, ref, a.device)
     peak = unlimited.stats["peak_resident_bytes"]
     floor_bytes = unlimited.param_bytes + unlimited.state_bytes + unlimited.stats["max_op_bytes"]
     floor = floor_bytes / peak
     # what the last step's end of backward must hold besides: the gradients (f leaves them out)
     floor_grads = (floor_bytes + unlimited.param_bytes) / peak
-    print(f"# {a.model} batch {a.batch} steps {a.steps} heuristic {a.heuristic} threads {a.threads} "
+    print(f"# {a.model} batch {a.batch} steps {a.steps} heuristic {a.heuristic} device {a.device} threads {a.threads} "
           f"optimizer {a.optimizer} cost-clock {a.cost_clock} park-released {'yes' if a.park_released else 'no'} "
           f"restore {a.restore} thrash-factor {a.thrash_factor:g}"
           + (f" host-memory {_fmt_bytes(a.host_memory)}" if a.host_memory else ""))

@@ -1,0 +1,23 @@
+# SPDX-License-Identifier: Apache-2.0
+"""dtr_torch: stock PyTorch training under a hard memory budget through dtr::runtime.
+
+    import dtr_torch
+    with dtr_torch.Runtime(budget=64 << 20, heuristic="dtr_eqclass") as rt:
+        loss = loss_fn(model(x), y); loss.backward(); opt.step(); opt.zero_grad()
+    print(rt.stats())
+
+The C++ extension is imported on first use of the runtime names, so that the pure-Python
+part (``dtr_torch.schema``, shared with bench/trace) works without it. See docs/torch.md.
+"""
+
+_LAZY = ("Runtime", "DTRTensor", "OutOfMemoryError", "ThrashingError", "materialize", "outside",
+         "allocator_stats", "reset_allocator_peak")
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        from . import _bridge
+        return getattr(_bridge, name)
+    raise AttributeError(f"module 'dtr_torch' has no attribute {name!r}")

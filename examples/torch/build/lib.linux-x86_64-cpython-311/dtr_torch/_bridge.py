@@ -1,0 +1,348 @@
+# SPDX-License-Identifier: Apache-2.0
+"""dtr_torch.Runtime: PyTorch's ATen operators executed through dtr::runtime.
+
+Inside ``with Runtime(budget=...) as rt:`` every ATen operator reaches the C++ bridge
+(``_dtr_torch``) through a dispatch key of its own, below autograd: the bridge runs it as one
+runtime call, in C++, with no Python on the way. Its results are tensors whose bytes are a
+runtime storage (``dtr_torch.DTRTensor`` tests for them); plain tensors that reach an operator
+(parameters, inputs, buffers, optimizer state created outside) are adopted as runtime constants
+sharing their memory. Python runs once per operator overload (its classification, from
+``dtr_torch.schema``) and at the edges of a step (backward, leaving the context). See
+docs/torch.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+from typing import Optional
+
+import torch
+
+from . import schema as _schema
+
+try:  # installed: the extension sits in the package
+    from . import _dtr_torch as _ext  # type: ignore
+except ImportError:  # uninstalled (meson devenv): the build directory is on sys.path
+    import _dtr_torch as _ext  # type: ignore
+
+
+class OutOfMemoryError(MemoryError):
+    """The budget cannot hold what an operator needs. The text is dtr::out_of_memory's,
+    prefixed with the ATen operator's name. The runtime and the model stay usable: raise the
+    budget (Runtime.set_budget) and run the step again."""
+
+
+class ThrashingError(RuntimeError):
+    """Rematerialization cost exceeded the runtime's remat_limit (the budget is too tight
+    to make progress)."""
+
+
+_ext.set_error_types(OutOfMemoryError, ThrashingError)
+
+# Operators that change a tensor's sizes or strides in place (a view of the same storage),
+# with or without an inplace_view tag: the bridge changes the tensor's geometry.
+_METADATA_INPLACE = frozenset({"swapdims_", "swapaxes_", "transpose_", "t_", "squeeze_",
+                               "unsqueeze_", "as_strided_"})
+# Operators that give a tensor other memory in place: refused (the runtime owns the memory).
+_STORAGE_INPLACE = frozenset({"set_", "resize_", "resize_as_", "_resize_output_"})
+_RESIZE = 7  # op_info::resize
+
+# In-place operators whose namesake out-of-place operator may return an argument itself
+# (aten::copy returns `src` when no conversion is needed): always copy-on-write.
+_NO_REWRITE = frozenset({"copy_"})
+
+
+def _op_info(qualified_name: str, overload: str):
+    """How the bridge executes the operator ``qualified_name.overload`` (called by the C++
+    side once per overload, the first time it reaches the bridge)."""
+    ns, name = qualified_name.split("::", 1)
+    func = getattr(getattr(getattr(torch.ops, ns), name), overload or "default")
+    return _info(func)
+
+
+def _info(func):
+    s = func._schema
+    k = _schema.classify(func)
+    kind = k.kind
+    name = s.name.split("::")[-1]
+    if name in _METADATA_INPLACE:
+        kind = _schema.INPLACE_VIEW
+    elif name in _STORAGE_INPLACE:
+        kind = _RESIZE
+    functional = None
+    if (kind == _schema.COMPUTE and name.endswith("_") and not name.startswith("_") and not k.random
+            and name not in _NO_REWRITE
+            and k.writes == ((0, -1),) and k.return_alias == (0,) and s.name.startswith("aten::")):
+        # the out-of-place form: same name without "_", same overload, same arguments
+        packet = getattr(torch.ops.aten, name[:-1], None)
+        fn = getattr(packet, s.overload_name or "default", None) if packet is not None else None
+        if (fn is not None and [a.name for a in fn._schema.arguments] == [a.name for a in s.arguments]
+                and len(fn._schema.returns) == 1 and fn._schema.returns[0].alias_info is None):
+            functional = _info(fn)
+    return _ext.OpInfo(s.name, s.overload_name, kind, list(k.writes), list(k.return_alias), k.random,
+                       k.generator_arg, k.first_list_arg, functional)
+
+
+class _ManagedMeta(type):
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, torch.Tensor) and _ext.is_managed(obj)
+
+
+class DTRTensor(metaclass=_ManagedMeta):
+    """``isinstance(t, DTRTensor)``: whether a dtr runtime manages ``t``'s storage. Such a
+    tensor is a ``torch.Tensor`` with sizes, strides and dtype but no memory of its own; its
+    operators run through its runtime (also after the ``with`` block), and ``materialize``,
+    ``.numpy()``, ``.tolist()``, printing and pickling read a copy of its value."""
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("DTRTensor is not constructed: operators inside a dtr_torch.Runtime make them")
+
+
+def materialize(t):
+    """``t`` as a plain tensor: a managed tensor is copied out of its runtime (recomputed
+    first if it was evicted), anything else is returned as it is."""
+    if isinstance(t, torch.Tensor):
+        owner = _ext.owner(t)
+        if owner is not None:
+            return owner.materialize(t)
+    return t
+
+
+@contextlib.contextmanager
+def outside():
+    """Plain PyTorch for a moment inside a ``Runtime`` context: operators on plain tensors
+    are not routed to the runtime (DistributedDataParallel's bucket set-up uses it)."""
+    was = _ext.set_included(False)
+    try:
+        yield
+    finally:
+        _ext.set_included(was)
+
+
+# Tensor methods that read a tensor's memory directly, below the dispatcher: for a managed
+# tensor they read a materialized copy instead (anything else goes through unchanged).
+def _reading_copy(method):
+    def read(self, *args, **kwargs):
+        if _ext.is_managed(self):
+            self = materialize(self)
+        return method(self, *args, **kwargs)
+    read.__name__ = method.__name__
+    read.__doc__ = method.__doc__
+    return read
+
+
+for _name in ("numpy", "tolist", "__reduce_ex__", "__deepcopy__"):
+    setattr(torch.Tensor, _name, _reading_copy(getattr(torch.Tensor, _name)))
+
+
+_active: Optional["Runtime"] = None
+
+
+class Runtime:
+    """A dtr::runtime that executes PyTorch's operators inside ``with``.
+
+    budget:      hard limit on the bytes of the storages the runtime manages (None: no limit)
+    heuristic:   eviction policy by name (dtr_eqclass, dtr, dtr_local, dtr_held,
+                 dtr_held_bounded, indexed:dtr_eqclass, lru, largest, msps)
+    device:      where tensors live ("cpu"; "cuda" with a CUDA build of PyTorch)
+    remat_limit: total rematerialization time (ns) after which operators fail with
+                 ThrashingError (None: no limit)
+    deterministic_costs: record each operator's cost as the bytes it reads (plus a constant)
+                 instead of its measured time, so that eviction decisions, and so whether a
+                 tight budget fits, do not depend on the machine's timing (tests)
+    inplace_rewrite: run eligible in-place operators in their out-of-place form instead of
+                 copy-on-write (the same bytes, no copy; docs/torch.md)
+    cost_clock:  what an operator's recorded cost measures: "wall" (the default; right where
+                 kernels run on other threads or a device) or "thread_cpu" (the calling
+                 thread's CPU time: with one torch thread on a CPU, the kernel's own time,
+                 which other processes on the machine do not inflate)
+    park_released: a storage the program releases while a recorded operator still reads it
+                 stays resident, evictable, until the policy evicts it or no record reads it
+                 (dtr::dealloc_policy::keep_resident instead of eager_evict; outside
+                 backward, once the budget has bound); not with dealloc="banish"
+    restore:     runtime_options::restore: "yield_when_full" (default), "planned" or "hold"
+    dealloc:     runtime_options::dealloc: "eager_evict" (default) or "banish"
+    host_memory: bytes of host memory the runtime may copy victims out to instead of
+                 dropping them (offload; None: no host tier). A victim leaves by copy when
+                 its two transfers cost less than recomputing it; gradients and optimizer
+                 state may leave too (once nothing evictable is left), parameters, buffers
+                 and inputs stay on the device. The copies are synchronous (docs/torch.md,
+                 "Offload to host memory")
+    offload_bandwidth: the host tier's transfer model, bytes per second (None: measured at
+                 construction, from 32 MiB copies between the device and host memory)
+    offload_latency_ns: ns added to every transfer (with offload_bandwidth; measured with it
+                 otherwise)
+    """
+
+    def __init__(self, budget: Optional[int] = None, heuristic: str = "dtr_eqclass",
+                 device: str = "cpu", remat_limit: Optional[float] = None,
+                 deterministic_costs: bool = False, inplace_rewrite: bool = True,
+                 cost_clock: str = "wall", park_released: bool = False,
+                 restore: str = "yield_when_full", dealloc: str = "eager_evict",
+                 host_memory: Optional[int] = None, offload_bandwidth: Optional[float] = None,
+                 offload_latency_ns: float = 0.0):
+        b = (1 << 64) - 1 if budget is None else int(budget)
+        if b <= 0:
+            raise ValueError(f"dtr_torch.Runtime: budget must be positive, got {budget}")
+        host = 0 if host_memory is None else int(host_memory)
+        if host_memory is not None and host <= 0:
+            raise ValueError(f"dtr_torch.Runtime: host_memory must be positive, got {host_memory}")
+        if host == 0 and offload_bandwidth is not None:
+            raise ValueError("dtr_torch.Runtime: offload_bandwidth needs host_memory")
+        if offload_bandwidth is not None and not offload_bandwidth > 0:
+            raise ValueError("dtr_torch.Runtime: offload_bandwidth must be positive, got "
+                             f"{offload_bandwidth}")
+        self.device = torch.device(device)
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("dtr_torch.Runtime: device='cuda' but torch.cuda.is_available() is False")
+        self._bridge = _ext.Bridge(b, heuristic, str(self.device), restore, dealloc, host,
+                                   float(offload_bandwidth or 0.0), float(offload_latency_ns))
+        self._bridge.set_cost_clock(cost_clock)
+        self._bridge.set_park_released(bool(park_released))
+        if remat_limit is not None:
+            self._bridge.set_remat_limit(float(remat_limit))
+        self._bridge.set_deterministic_costs(bool(deterministic_costs))
+        self._bridge.set_inplace_rewrite(bool(inplace_rewrite))
+        self._saved_backward = None
+        self._saved_grad = None
+
+    # --- the context ------------------------------------------------------------------
+    def __enter__(self) -> "Runtime":
+        global _active
+        if _active is not None:
+            raise RuntimeError("dtr_torch: a Runtime context is already active (they do not nest)")
+        self._bridge.enter()
+        _active = self
+        self._saved_backward = torch.autograd.backward
+        self._saved_grad = torch.autograd.grad
+        saved, saved_grad, bridge = self._saved_backward, self._saved_grad, self._bridge
+
+        def backward(*args, **kwargs):
+            bridge.set_in_backward(True)
+            try:
+                out = saved(*args, **kwargs)
+            finally:
+                bridge.set_in_backward(False)
+            bridge.promote_leaf_grads()
+            # The loss outlives its backward in most loops (`loss` is overwritten only by the
+            # next step): as a constant it no longer keeps the step's lineage, and with it the
+            # parameter versions the step read, alive through the optimizer step.
+            roots = args[0] if args else kwargs.get("tensors")
+            for t in (roots if isinstance(roots, (list, tuple)) else [roots]):
+                if isinstance(t, torch.Tensor):
+                    bridge.promote(t)
+            return out
+
+        def grad(*args, **kwargs):
+            bridge.set_in_backward(True)
+            try:
+                return saved_grad(*args, **kwargs)
+            finally:
+                bridge.set_in_backward(False)
+
+        torch.autograd.backward = backward
+        torch.autograd.grad = grad
+        if self.device.type == "cpu":
+            _ext.set_allocator_caching(True)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        global _active
+        try:
+            self._bridge.exit()
+        finally:
+            torch.autograd.backward = self._saved_backward
+            torch.autograd.grad = self._saved_grad
+            _active = None
+            _ext.set_allocator_caching(False)
+        self._give_back()
+
+    def _owned(self, v) -> bool:
+        return isinstance(v, torch.Tensor) and self._bridge.owns(v)
+
+    def _give_back(self) -> None:
+        """On exit: gradients and optimizer state become plain tensors again, one at a time
+        under the budget (reading one may copy it back from the host tier or recompute it,
+        and the runtime's storage goes as soon as its plain copy exists). Leaving must not
+        fail: where one does not fit, the budget is lifted for the rest of the give-back and
+        restored afterwards where what is resident fits it."""
+        budget = self._bridge.budget
+        lifted = False
+
+        def plain(v):
+            nonlocal lifted
+            try:
+                return self._bridge.materialize(v)
+            except (OutOfMemoryError, ThrashingError):
+                if lifted:
+                    raise
+                lifted = True
+                self._bridge.set_budget((1 << 64) - 1)
+                return self._bridge.materialize(v)
+
+        try:
+            self._give_back_now(plain)
+        finally:
+            if lifted:
+                try:
+                    self._bridge.set_budget(budget)
+                except ValueError:
+                    pass  # what is resident now does not fit the old budget: keep it lifted
+
+    def _give_back_now(self, plain) -> None:
+        pairs = self._bridge.leaf_grad_pairs()
+        while pairs:
+            p, g = pairs.pop()
+            if self._owned(g):
+                p.grad = plain(g)
+            del p, g  # the last reference to the managed gradient: its storage leaves the runtime
+        for obj in gc.get_objects():
+            # type(), not isinstance(): isinstance reads obj.__class__, and some objects warn
+            # on attribute access (torch.distributed's deprecated reduce_op)
+            if issubclass(type(obj), torch.optim.Optimizer):
+                for st in obj.state.values():
+                    for k, v in list(st.items()):
+                        if self._owned(v):
+                            st[k] = plain(v)
+                        del v
+        self._bridge.drop_adoption_refs()
+
+    # --- queries ----------------------------------------------------------------------
+    def stats(self) -> dict:
+        """The runtime's counters (dtr::counters) plus the bridge's own."""
+        return self._bridge.stats()
+
+    @property
+    def budget(self) -> int:
+        return self._bridge.budget
+
+    def set_budget(self, nbytes: int) -> None:
+        """Change the budget (evicting down to it); ValueError if that cannot be done."""
+        self._bridge.set_budget(int(nbytes))
+
+    def materialize(self, t):
+        return materialize(t)
+
+    def evict(self, t) -> bool:
+        """Evict ``t``'s storage now if it can be recomputed (tests, experiments)."""
+        return self._bridge.evict(t) if isinstance(t, torch.Tensor) else False
+
+    def is_resident(self, t) -> bool:
+        return self._bridge.resident(t)
+
+    def is_constant(self, t) -> bool:
+        return self._bridge.is_constant(t)
+
+    def check_invariants(self) -> None:
+        self._bridge.check_invariants()
+
+
+def allocator_stats() -> dict:
+    """Bytes PyTorch's CPU allocator holds now, its peak since reset_allocator_peak(), and
+    the total ever allocated (the bridge wraps the allocator when it is imported)."""
+    return _ext.allocator_stats()
+
+
+def reset_allocator_peak() -> None:
+    _ext.reset_allocator_peak()
