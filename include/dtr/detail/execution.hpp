@@ -52,7 +52,9 @@ public:
     //! `supplied` or measured) or a recomputation refilling its evicted products.
     //! Throws: whatever allocating, the operator or the backend throws; every buffer of the
     //! attempt is then freed and the inputs unpinned.
-    void run(op& o, bool remat, std::optional<cost_t> supplied) {
+    //! (`supplied` by reference: copying a disengaged optional copies its uninitialized
+    //! payload, which g++ 14 at -O3 reports as -Wmaybe-uninitialized through mutate().)
+    void run(op& o, bool remat, const std::optional<cost_t>& supplied) {
         try {
             execute(o, remat, supplied);
         } catch (...) {
@@ -97,7 +99,7 @@ private:
         bool reuse = false;     //!< written in the old version's block (no copy)
     };
 
-    void execute(op& o, bool remat, std::optional<cost_t> supplied);
+    void execute(op& o, bool remat, const std::optional<cost_t>& supplied);
     //! The buffers of the new versions of the storages `o` mutates: copy-on-write targets,
     //! or the old version's own block where runtime_options::in_place allows it. Throws:
     //! as allocating; the buffers taken so far are the caller's to free (discard).
@@ -157,7 +159,8 @@ auto execution<Rt, Backend, Meta>::record(F&& f, std::span<const tensor> inputs,
 }
 
 template <class Rt, class Backend, class Meta>
-void execution<Rt, Backend, Meta>::execute(op& o, bool remat, std::optional<cost_t> supplied) {
+void execution<Rt, Backend, Meta>::execute(op& o, bool remat,
+                                           const std::optional<cost_t>& supplied) {
     if constexpr (deferred_costs<Backend>) rt_.costs_.prepare();
     op_ = &o;
     remat_ = remat;
