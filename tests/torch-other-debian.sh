@@ -71,14 +71,16 @@ mounted_under_root() { awk -v r="$root/" 'index($5, r) == 1 { print $5 }' /proc/
 root_mounted() { awk -v r="$root" '$5 == r { found = 1 } END { exit !found }' /proc/self/mountinfo; }
 
 cleanup() {
-    local status=$? pid
+    local status=$? pid m
     set +e
     # processes left inside the root (a hung test's workers): this script started them
     for pid in $(ls /proc | grep -E '^[0-9]+$'); do
         [ "$(readlink "/proc/$pid/root" 2>/dev/null)" = "$root" ] && kill -9 "$pid" 2>/dev/null
     done
-    for m in $(mounted_under_root | sort -r); do
-        umount -R "$m" 2>/dev/null || umount -R -l "$m"
+    # deepest first, re-read after each: a host may have mounts stacked on one point
+    # (/dev/pts twice), which one umount -R takes together
+    while m=$(mounted_under_root | sort -r | head -n 1) && [ -n "$m" ]; do
+        umount -R "$m" 2>/dev/null || umount -R -l "$m" || break
     done
     if [ -n "$(mounted_under_root)" ]; then
         echo "torch-other-debian: still mounted under $root, not removing it:" >&2
