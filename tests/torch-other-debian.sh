@@ -20,8 +20,10 @@
 # when they fail.
 set -euo pipefail
 
-# What the torch suite needs inside the root, and no more (python3-dev comes with libtorch-dev).
-packages=(g++ meson ninja-build pkg-config libboost-dev python3-torch python3-torchvision libtorch-dev pybind11-dev)
+# What the torch suite needs inside the root, and no more (python3-dev comes with libtorch-dev;
+# python3-venv and python3-setuptools for the test that installs the bridge with pip).
+packages=(g++ meson ninja-build pkg-config libboost-dev python3-torch python3-torchvision libtorch-dev pybind11-dev
+          python3-venv python3-setuptools)
 
 die() { echo "torch-other-debian: $*" >&2; exit 2; }
 

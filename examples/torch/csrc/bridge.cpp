@@ -11,11 +11,9 @@
 #include "errors.hpp"
 #include "profile.hpp"
 
-#include <torch/csrc/autograd/python_variable.h>
-
 #include <ATen/ATen.h>
-
 #include <pybind11/pybind11.h>
+#include <torch/csrc/autograd/python_variable.h>
 
 #include <atomic>
 #include <cmath>
@@ -32,8 +30,8 @@ bridge::bridge(const bridge_options& opts) : table_(std::make_shared<block_table
     static std::atomic<std::uint64_t> next_id{1};
     id_ = next_id++;
     table_->device = c10::Device(opts.device);
-    table_->allocator = table_->device.is_cpu() ? &cpu_counter()
-                                                : c10::GetAllocator(table_->device.type());
+    table_->allocator =
+        table_->device.is_cpu() ? &cpu_counter() : c10::GetAllocator(table_->device.type());
     keys_ = managed_keys(table_->device);
     dtr::runtime_options o;
     o.budget = opts.budget;
@@ -54,8 +52,9 @@ bridge::bridge(const bridge_options& opts) : table_(std::make_shared<block_table
     else if (opts.restore == "planned")
         o.restore = dtr::restore_pins::planned;
     else if (opts.restore != "yield_when_full")
-        throw std::invalid_argument("dtr_torch: restore must be yield_when_full, planned or hold, not '" +
-                                    opts.restore + "'");
+        throw std::invalid_argument(
+            "dtr_torch: restore must be yield_when_full, planned or hold, not '" + opts.restore +
+            "'");
     if (opts.dealloc == "banish") {
         o.dealloc = dtr::dealloc_policy::banish;
         banish_ = true;
@@ -88,7 +87,8 @@ dtr::transfer_model bridge::transfer() const noexcept {
 void bridge::enter() {
     bridge* none = nullptr;
     if (!active_bridge.compare_exchange_strong(none, this))
-        throw std::runtime_error("dtr_torch: a Runtime context is already active (they do not nest)");
+        throw std::runtime_error(
+            "dtr_torch: a Runtime context is already active (they do not nest)");
     try {
         claim_composite_operators();
     } catch (...) {
@@ -171,9 +171,8 @@ void bridge::attach(const at::Tensor& t, const ref_ptr& ref) {
         const unsigned pos = t.register_hook([weak](const at::TensorBase& grad) {
             if (auto b = weak.lock()) b->promote_tensor(at::Tensor(grad));
         });
-        leaf_hooks_.emplace_back(c10::intrusive_ptr<c10::TensorImpl>::reclaim_copy(
-                                     t.unsafeGetTensorImpl()),
-                                 pos);
+        leaf_hooks_.emplace_back(
+            c10::intrusive_ptr<c10::TensorImpl>::reclaim_copy(t.unsafeGetTensorImpl()), pos);
     }
 }
 

@@ -31,8 +31,8 @@ struct bridge_options {
     std::string device = "cpu";
     std::string restore = "yield_when_full";
     std::string dealloc = "eager_evict";
-    std::size_t host_memory = 0;      //!< 0: no host tier
-    double offload_bandwidth = 0;     //!< bytes/s; 0 measures the link
+    std::size_t host_memory = 0;  //!< 0: no host tier
+    double offload_bandwidth = 0; //!< bytes/s; 0 measures the link
     double offload_latency_ns = 0;
 };
 
@@ -116,8 +116,8 @@ public:
     //! The bridge's own counters (rt.stats() adds the runtime's).
     struct counters {
         std::size_t calls = 0, dispatched = 0, promotions = 0, promotions_zero_copy = 0,
-                    eager_constants = 0, inplace_rewrites = 0, inplace_direct = 0,
-                    collectives = 0, max_op_bytes = 0, max_tier_op_bytes = 0;
+                    eager_constants = 0, inplace_rewrites = 0, inplace_direct = 0, collectives = 0,
+                    max_op_bytes = 0, max_tier_op_bytes = 0;
         std::string max_op, max_tier_op;
     };
     const counters& stats() const noexcept { return counters_; }

@@ -11,10 +11,10 @@
 
 #pragma once
 
-#include <c10/core/DispatchKeySet.h>
-#include <c10/core/impl/LocalDispatchKeySet.h>
-#include <c10/core/InferenceMode.h>
 #include <ATen/core/LegacyTypeDispatch.h>
+#include <c10/core/DispatchKeySet.h>
+#include <c10/core/InferenceMode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 
 namespace dtr_torch {
 

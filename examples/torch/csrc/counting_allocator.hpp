@@ -10,8 +10,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <cstddef>
+#include <cstring>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -149,7 +149,6 @@ private:
     static inline std::atomic<bool> zero_fill_all_{false};
 
 public:
-
 private:
     struct entry {
         c10::DataPtr inner;

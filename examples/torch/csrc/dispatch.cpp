@@ -40,8 +40,7 @@ bool is_tensor_list(const c10::TypePtr& type) {
 }
 
 bool is_optional_tensor_list(const c10::TypePtr& type) {
-    return type->kind() == c10::TypeKind::ListType &&
-           is_optional_tensor(type->containedType(0));
+    return type->kind() == c10::TypeKind::ListType && is_optional_tensor(type->containedType(0));
 }
 
 //! Calls `f` on every defined tensor in an argument value (nested lists included).
@@ -61,8 +60,7 @@ void for_each_tensor(const c10::IValue& v, F&& f) {
 //! Unset (None), it is the default device, the CPU, for an operator with no tensor argument
 //! (a factory), and its tensors' device otherwise.
 std::optional<c10::Device> device_argument(const c10::FunctionSchema& schema,
-                                           const std::vector<c10::IValue>& args,
-                                           bool has_tensors) {
+                                           const std::vector<c10::IValue>& args, bool has_tensors) {
     const auto& sargs = schema.arguments();
     for (std::size_t i = 0; i < sargs.size() && i < args.size(); ++i) {
         if (sargs[i].name() != "device") continue;
@@ -139,8 +137,8 @@ private:
     std::vector<ref_ptr> inputs_; //!< distinct storages
     std::vector<std::uint8_t> mutated_;
     bool writes_ = false;
-    bool foreign_ = false;         //!< a tensor argument on another device
-    bool foreign_written_ = false; //!< ... that the operator writes
+    bool foreign_ = false;                  //!< a tensor argument on another device
+    bool foreign_written_ = false;          //!< ... that the operator writes
     std::vector<std::size_t> list_lengths_; //!< per return: tensors in a fresh Tensor[] result
     std::optional<std::size_t> n_out_;      //!< count_fresh_outputs(), once counted
 };
@@ -266,10 +264,10 @@ void dispatcher_call::scan() {
                 }
                 continue;
             }
-            arg_slot a{is_optional_tensor(sargs[i].type()) ? arg_slot::optional_tensor
-                                                            : arg_slot::tensor,
-                       i,
-                       {take(t, arg)}};
+            arg_slot a{
+                is_optional_tensor(sargs[i].type()) ? arg_slot::optional_tensor : arg_slot::tensor,
+                i,
+                {take(t, arg)}};
             r_->slots.push_back(std::move(a));
             v = c10::IValue();
         } else if (v.isTensorList()) {

@@ -6,9 +6,8 @@
 
 #include "errors.hpp"
 
-#include <torch/csrc/Exceptions.h>
-
 #include <pybind11/pybind11.h>
+#include <torch/csrc/Exceptions.h>
 
 #include <stdexcept>
 

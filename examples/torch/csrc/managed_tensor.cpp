@@ -27,8 +27,8 @@ managed_tensor_impl::managed_tensor_impl(ref_ptr ref, c10::DispatchKeySet keys, 
 template <class Version>
 c10::intrusive_ptr<c10::TensorImpl> managed_tensor_impl::copy_detached(
     Version&& version_counter, bool allow_tensor_metadata_change) const {
-    auto impl = c10::make_intrusive<managed_tensor_impl>(copy_tag{}, ref_, storage_, key_set_,
-                                                          data_type_);
+    auto impl =
+        c10::make_intrusive<managed_tensor_impl>(copy_tag{}, ref_, storage_, key_set_, data_type_);
     copy_tensor_metadata(this, impl.get(), std::forward<Version>(version_counter),
                          allow_tensor_metadata_change);
     impl->refresh_numel();

@@ -134,7 +134,8 @@ PYBIND11_MODULE(_dtr_torch, m) {
                  i->functional = std::move(functional);
                  i->zero_scratch = reads_uninitialized_scratch(name);
                  if (i->return_alias.size() != h->schema().returns().size())
-                     throw std::invalid_argument("dtr_torch: return_alias does not match " + i->name);
+                     throw std::invalid_argument("dtr_torch: return_alias does not match " +
+                                                 i->name);
                  return i;
              }),
              py::arg("name"), py::arg("overload"), py::arg("kind"), py::arg("writes"),
@@ -143,10 +144,10 @@ PYBIND11_MODULE(_dtr_torch, m) {
         .def_readonly("name", &op_info::name);
 
     py::class_<bridge, std::shared_ptr<bridge>>(m, "Bridge")
-        .def(py::init([](std::size_t budget, const std::string& heuristic, const std::string& device,
-                         const std::string& restore, const std::string& dealloc,
-                         std::size_t host_memory, double offload_bandwidth,
-                         double offload_latency_ns) {
+        .def(py::init([](std::size_t budget, const std::string& heuristic,
+                         const std::string& device, const std::string& restore,
+                         const std::string& dealloc, std::size_t host_memory,
+                         double offload_bandwidth, double offload_latency_ns) {
                  bridge_options o;
                  o.budget = budget;
                  o.heuristic = heuristic;
@@ -181,7 +182,8 @@ PYBIND11_MODULE(_dtr_torch, m) {
         .def("evict",
              [](bridge& b, const at::Tensor& t) {
                  managed_tensor_impl* mi = managed_impl(t);
-                 return mi != nullptr && mi->ref()->owner.get() == &b && b.rt().evict(mi->ref()->handle);
+                 return mi != nullptr && mi->ref()->owner.get() == &b &&
+                        b.rt().evict(mi->ref()->handle);
              })
         .def("resident",
              [](bridge& b, const at::Tensor& t) {
@@ -213,12 +215,12 @@ PYBIND11_MODULE(_dtr_torch, m) {
         .def("check_invariants", [](bridge& b) { b.rt().check_invariants(); })
         .def("stats", &stats_of);
 
-    m.def("is_managed", [](const at::Tensor& t) { return managed_impl(t) != nullptr; },
-          "Whether `t` is a tensor a dtr_torch runtime manages.");
+    m.def(
+        "is_managed", [](const at::Tensor& t) { return managed_impl(t) != nullptr; },
+        "Whether `t` is a tensor a dtr_torch runtime manages.");
     m.def("owner", &owner_of, "The Bridge that manages `t`, or None.");
-    m.def("set_error_types", [](py::object oom, py::object thrash) {
-        set_error_types(oom.ptr(), thrash.ptr());
-    });
+    m.def("set_error_types",
+          [](py::object oom, py::object thrash) { set_error_types(oom.ptr(), thrash.ptr()); });
     m.def(
         "set_included",
         [](bool on) {

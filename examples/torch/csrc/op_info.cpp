@@ -10,13 +10,12 @@
 #include "dispatch.hpp"
 #include "torch_compat.hpp"
 
+#include <pybind11/pybind11.h>
 #include <torch/library.h>
 
-#include <pybind11/pybind11.h>
-
 #include <mutex>
-#include <unordered_set>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace py = pybind11;
 
@@ -40,8 +39,12 @@ std::shared_ptr<const op_info> classify(const c10::OperatorHandle& op) {
     // Uninitialized memory for C++ code to fill through its data pointer (torch.tensor's
     // constructor, the DataLoader's collation): a plain tensor, adopted if an operator reads it.
     static const std::unordered_set<std::string> uninitialized{
-        "aten::empty", "aten::empty_strided", "aten::empty_permuted", "aten::empty_quantized",
-        "aten::_empty_affine_quantized", "aten::_empty_per_channel_affine_quantized"};
+        "aten::empty",
+        "aten::empty_strided",
+        "aten::empty_permuted",
+        "aten::empty_quantized",
+        "aten::_empty_affine_quantized",
+        "aten::_empty_per_channel_affine_quantized"};
     if (uninitialized.count(name) != 0) return by_namespace(op_info::pass_through);
     if (starts_with(name, "c10d::")) return by_namespace(op_info::collective);
     if (starts_with(name, "_c10d_functional::") || starts_with(name, "c10d_functional::") ||
@@ -49,8 +52,8 @@ std::shared_ptr<const op_info> classify(const c10::OperatorHandle& op) {
         return by_namespace(op_info::functional_collective);
     // Everything else from its schema and tags, by dtr_torch/schema.py (once per overload).
     py::gil_scoped_acquire gil;
-    py::object info = py::module_::import("dtr_torch._bridge")
-                          .attr("_op_info")(name, schema.overload_name());
+    py::object info =
+        py::module_::import("dtr_torch._bridge").attr("_op_info")(name, schema.overload_name());
     return info.cast<std::shared_ptr<op_info>>();
 }
 
@@ -105,7 +108,8 @@ void claim_composite_operators() {
             composite = composite || op->hasKernelForDispatchKey(k);
         // A composite-implicit operator decomposes above autograd (its parts reach the bridge
         // with their own derivatives); a kernel of ours for it would stand in the way.
-        if (!composite || op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) ||
+        if (!composite ||
+            op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) ||
             op->hasKernelForDispatchKey(bridge_key))
             continue;
         const std::string& qualified = name.name;
@@ -114,8 +118,8 @@ void claim_composite_operators() {
         const std::string ns = qualified.substr(0, sep);
         torch::Library*& lib = by_namespace[ns];
         if (lib == nullptr) {
-            t.libraries.push_back(std::make_unique<torch::Library>(
-                torch::Library::IMPL, ns, bridge_key, __FILE__, __LINE__));
+            t.libraries.push_back(std::make_unique<torch::Library>(torch::Library::IMPL, ns,
+                                                                   bridge_key, __FILE__, __LINE__));
             lib = t.libraries.back().get();
         }
         const std::string local = qualified.substr(sep + 2) +

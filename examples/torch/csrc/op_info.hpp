@@ -27,7 +27,7 @@ struct op_info {
         pass_through = 4,   //!< profiler markers: run as they are
         collective = 5,     //!< c10d:: (torch.distributed's process-group operators)
         functional_collective = 6, //!< _c10d_functional:: (2.x): fresh results written later
-        resize = 7,         //!< set_, resize_: other memory in place: refused
+        resize = 7,                //!< set_, resize_: other memory in place: refused
     } kind = compute;
     //! (argument index, bool argument that must be true for the write, or -1)
     std::vector<std::pair<int, int>> writes;

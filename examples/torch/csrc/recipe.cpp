@@ -119,8 +119,7 @@ void recipe::run(context_t& ctx) {
     if (!ran) {
         other_returns.assign(s.size(), c10::IValue());
         for (std::size_t i = 0; i < s.size(); ++i)
-            if (!s[i].isTensor() && !s[i].isTensorList() && !s[i].isList())
-                other_returns[i] = s[i];
+            if (!s[i].isTensor() && !s[i].isTensorList() && !s[i].isList()) other_returns[i] = s[i];
     }
 
     // Outputs, in return order; undefined results still occupy an (empty) output.

@@ -8,8 +8,8 @@
 
 #include "runtime_iface.hpp"
 
-#include <ATen/core/Tensor.h>
 #include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
 #include <c10/util/SmallVector.h>

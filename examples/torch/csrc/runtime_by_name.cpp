@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "runtime_iface.hpp"
-
 #include "recipe.hpp"
+#include "runtime_iface.hpp"
 
 #include <dtr/heuristic/by_name.hpp>
 #include <dtr/search/indexed.hpp>

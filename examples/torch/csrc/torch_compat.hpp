@@ -61,11 +61,11 @@ inline constexpr std::array<c10::DispatchKey, 2> composite_explicit_keys{
 //! and the layouts that are refused with a clear error: sparse, quantized, nested, and in 2.x
 //! compressed sparse). Without a kernel for each, an operator on a sparse tensor inside a
 //! context would fail in the dispatcher, naming a key the user never asked for.
-inline constexpr auto bridge_runtime_keys = std::array{
-    c10::DispatchKey::PrivateUse3,          c10::DispatchKey::SparsePrivateUse3,
-    c10::DispatchKey::QuantizedPrivateUse3, c10::DispatchKey::NestedTensorPrivateUse3,
+inline constexpr auto bridge_runtime_keys = std::array {
+    c10::DispatchKey::PrivateUse3, c10::DispatchKey::SparsePrivateUse3,
+        c10::DispatchKey::QuantizedPrivateUse3, c10::DispatchKey::NestedTensorPrivateUse3,
 #if TORCH_VERSION_MAJOR >= 2
-    c10::DispatchKey::SparseCsrPrivateUse3,
+        c10::DispatchKey::SparseCsrPrivateUse3,
 #endif
 };
 
