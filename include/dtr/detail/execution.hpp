@@ -10,6 +10,7 @@
 #include <dtr/counters.hpp>
 #include <dtr/deferred_cost.hpp>
 #include <dtr/detail/dependency_graph.hpp>
+#include <dtr/detail/duration_text.hpp>
 #include <dtr/error.hpp>
 #include <dtr/op_context.hpp>
 #include <dtr/options.hpp>
@@ -272,9 +273,9 @@ void execution<Rt, Backend, Meta>::execute(op& o, bool remat, std::optional<cost
     op_ = nullptr;
     const cost_t spent = stats.remat_cost - rt_.remat_allowance_start_;
     if (remat && spent > rt_.options_.remat_limit)
-        throw thrashing("dtr: rematerialization cost " + std::to_string(spent) +
-                            " ns exceeds the limit of " + std::to_string(rt_.options_.remat_limit) +
-                            " ns (runtime_options::remat_limit) while restoring operator #" +
+        throw thrashing("dtr: rematerialization cost " + duration_text(spent) +
+                            " exceeds the limit of " + duration_text(rt_.options_.remat_limit) +
+                            " (runtime_options::remat_limit) while restoring operator #" +
                             std::to_string(o.id) +
                             "; raise the budget (set_budget) or restart the allowance "
                             "(set_remat_limit) to go on",
