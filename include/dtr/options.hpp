@@ -177,7 +177,8 @@ struct runtime_options {
     constant_update constant_updates = constant_update::constant;
     //! Total rematerialization cost (ns) after which the runtime gives up with
     //! dtr::thrashing instead of recomputing on: a budget too tight for the program makes
-    //! recomputation grow without bound. Default: no limit.
+    //! recomputation grow without bound. Default: no limit. A number >= 0 (the constructor
+    //! throws dtr::logic_error otherwise, as set_remat_limit does).
     cost_t remat_limit = std::numeric_limits<cost_t>::infinity();
     //! Whether a deep restore may take back the pins of the operators waiting on it.
     restore_pins restore = restore_pins::yield_when_full;

@@ -120,6 +120,9 @@ public:
         DTR_EXPECTS(options_.copy_back_charge > 0 &&
                         options_.copy_back_charge <= std::numeric_limits<double>::max(),
                     "runtime_options::copy_back_charge must be finite and > 0");
+        DTR_EXPECTS(options_.remat_limit >= 0,
+                    "runtime_options::remat_limit must be a number of ns >= 0 (infinity: no "
+                    "limit)");
     }
 
     runtime(const runtime&) = delete;
