@@ -268,9 +268,11 @@ result train(const config& cfg, std::size_t budget) {
         }
         std::uint64_t h = 1469598103934665603ULL;
         for (std::size_t l = 0; l < layers; ++l)
-            for (const dtr::tensor* t : {&w[l], &b[l]})
-                for (std::byte byte : rt.pin(*t).span())
+            for (const dtr::tensor* t : {&w[l], &b[l]}) {
+                const auto pinned = rt.pin(*t); // named: the pin lasts the whole loop
+                for (std::byte byte : pinned.span())
                     h = (h ^ std::to_integer<std::uint64_t>(byte)) * 1099511628211ULL;
+            }
         r.weights_hash = h;
     } catch (const dtr::out_of_memory& e) {
         r.out_of_memory = true;
