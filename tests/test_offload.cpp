@@ -424,11 +424,13 @@ TEST_CASE(
     for (double bad : {0.0, -1.0, std::numeric_limits<double>::infinity(),
                        std::numeric_limits<double>::quiet_NaN()}) {
         CAPTURE(bad);
-        CHECK_THROWS_WITH_AS(sim_rt({.budget = 250,
-                                     .offload = dtr::offload_policy::automatic,
-                                     .copy_back_charge = bad}),
-                             doctest::Contains("copy_back_charge must be finite and > 0"),
-                             dtr::logic_error);
+        dtr::sim_backend tiered;
+        tiered.enable_host_tier(slow_tier());
+        CHECK_THROWS_WITH_AS(
+            sim_rt(
+                {.budget = 250, .offload = dtr::offload_policy::automatic, .copy_back_charge = bad},
+                std::move(tiered)),
+            doctest::Contains("copy_back_charge must be finite and > 0"), dtr::logic_error);
     }
 }
 
@@ -657,21 +659,38 @@ TEST_CASE("a failing out-copy drops the victim; a failing copy-back fails the re
     CHECK(static_cast<unsigned>(g.as<unsigned char>()[0]) == 4u);
 }
 
-TEST_CASE("a backend without a tier runs unchanged under offload = always") {
-    dtr::runtime<dtr::host_arena_backend, dtr::heuristics::lru> rt(
-        {.budget = 256, .offload = dtr::offload_policy::always}, dtr::host_arena_backend(256));
-    auto fill1 = [](dtr::op_context<dtr::host_arena_backend>& ctx) {
-        auto out = ctx.output(0, 128).as<unsigned char>();
-        for (auto& v : out) v = 1;
+TEST_CASE("offload asked of a backend without a host tier is refused at construction") {
+    const auto refusal = [](auto make) {
+        try {
+            make();
+        } catch (const dtr::logic_error& e) {
+            return std::string(e.what());
+        }
+        return std::string("<not refused>");
     };
-    dtr::tensor a = rt.call(fill1, {}, {.cost = 10});
-    dtr::tensor b = rt.call(fill1, {}, {.cost = 10});
-    dtr::tensor c = rt.call(fill1, {}, {.cost = 10});
-    CHECK(rt.stats().evictions >= 1);
-    CHECK(rt.stats().offloads == 0);
-    CHECK_FALSE(rt.is_offloaded(a));
-    auto g = rt.pin(a);
-    CHECK(static_cast<unsigned>(g.as<unsigned char>()[0]) == 1u);
+    // An instance whose tier was never enabled, under the options of examples/train_mlp.
+    const std::string untiered = refusal([] {
+        dtr::runtime<dtr::host_backend, dtr::heuristics::lru> rt(
+            {.budget = 256, .offload = dtr::offload_policy::automatic, .offload_ahead = 8});
+    });
+    CHECK(untiered.find("has no host tier") != std::string::npos);
+    CHECK(untiered.find("enable_host_tier") != std::string::npos);
+    CHECK(refusal([] {
+              dtr::runtime<dtr::sim_backend, dtr::heuristics::lru> rt(
+                  {.budget = 256, .offload = dtr::offload_policy::always});
+          }).find("has no host tier") != std::string::npos);
+    // A backend type without the capability.
+    CHECK(refusal([] {
+              dtr::runtime<dtr::host_arena_backend, dtr::heuristics::lru> rt(
+                  {.budget = 256, .offload = dtr::offload_policy::always},
+                  dtr::host_arena_backend(256));
+          }).find("dtr::offloading_backend") != std::string::npos);
+    // offload off asks nothing of the backend.
+    dtr::runtime<dtr::host_arena_backend, dtr::heuristics::lru> plain({.budget = 256},
+                                                                      dtr::host_arena_backend(256));
+    dtr::runtime<dtr::host_backend, dtr::heuristics::lru> untiered_off({.budget = 256});
+    CHECK(plain.stats().offloads == 0);
+    CHECK(untiered_off.stats().offloads == 0);
 }
 
 TEST_CASE("the counters print the offload figures") {

@@ -56,7 +56,8 @@ struct copy_out_result {
 //! @brief Optional capability of a backend with a second memory tier.
 //!
 //! - `B::host_copy`: a default-constructible, movable handle to a copy in the tier;
-//! - `has_host_tier()`: whether this instance has a tier (false: the capability is unused);
+//! - `has_host_tier()`: whether this instance has a tier (a runtime constructed with
+//!   runtime_options::offload on refuses an instance without one);
 //! - `host_room(n)`: whether the tier can take `n` more bytes now;
 //! - `transfer_cost(n)`: the cost of moving `n` bytes either way, in the runtime's cost
 //!   unit (ns), which the offload decision compares with recomputation;

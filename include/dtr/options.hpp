@@ -146,7 +146,9 @@ enum class restore_pins : std::uint8_t {
 
 //! @brief Whether a victim may be copied out to a second memory tier (host memory) instead of
 //! dropped, on backends with one (dtr::offloading_backend; see <dtr/offload.hpp> and
-//! docs/design.md, "Offload"). Backends without a tier ignore it.
+//! docs/design.md, "Offload"). Anything but `off` needs a backend with a host tier: the
+//! runtime's constructor throws dtr::logic_error for a backend type without the capability
+//! or an instance without a tier, rather than never offloading without a word.
 enum class offload_policy : std::uint8_t {
     //! Never: victims are dropped and recomputed (DTR as published; the default).
     off,

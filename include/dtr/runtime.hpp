@@ -117,6 +117,19 @@ public:
                     "runtime_options::offload_ahead needs a backend that copies out ahead of "
                     "eviction (dtr::copying_ahead_backend: copy_stream_idle, copy_out_ahead, "
                     "fence_host_copy); this one does not");
+        // Offload asked of a backend that cannot: refused rather than silently never done.
+        if (options_.offload != offload_policy::off) {
+            if constexpr (offloading_backend<Backend>)
+                DTR_EXPECTS(backend_.has_host_tier(),
+                            "runtime_options::offload is on, but this backend has no host tier "
+                            "(give it one before constructing the runtime: enable_host_tier on "
+                            "host_backend and sim_backend, cuda_backend_options::host_tier); "
+                            "without one, leave offload off");
+            else
+                DTR_EXPECTS(false,
+                            "runtime_options::offload is on, but the backend type has no "
+                            "host tier (dtr::offloading_backend); leave offload off");
+        }
         DTR_EXPECTS(options_.copy_back_charge > 0 &&
                         options_.copy_back_charge <= std::numeric_limits<double>::max(),
                     "runtime_options::copy_back_charge must be finite and > 0");
