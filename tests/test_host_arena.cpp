@@ -6,6 +6,7 @@
 #include "support/byte_ops.hpp"
 
 #include <dtr/backend/device_pointer.hpp>
+#include <dtr/backend/fault_injecting.hpp>
 #include <dtr/backend/host_arena.hpp>
 #include <dtr/heuristic/lru.hpp>
 #include <dtr/runtime.hpp>
@@ -13,6 +14,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -167,6 +169,64 @@ TEST_CASE("plain exhaustion is not called fragmentation") {
         CHECK(e.info().free_total == 0);
     }
     rt.check_invariants();
+}
+
+namespace {
+
+//! The message of the dtr::out_of_memory f() throws.
+template <class F>
+std::string out_of_memory_of(F&& f) {
+    try {
+        f();
+    } catch (const dtr::out_of_memory& e) {
+        return e.what();
+    }
+    return "<no out_of_memory>";
+}
+
+//! A region whose allocator fails with std::bad_alloc on demand, as a driver's can, while
+//! its free blocks would hold the request.
+struct throwing_arena : dtr::host_arena_backend {
+    bool fail = false;
+    explicit throwing_arena(std::size_t capacity) : host_arena_backend(capacity) {}
+    pointer allocate(std::size_t bytes) {
+        if (fail) throw std::bad_alloc();
+        return host_arena_backend::allocate(bytes);
+    }
+};
+
+} // namespace
+
+TEST_CASE("a refusal the region does not explain is not called fragmentation") {
+    SUBCASE("an injected refusal") {
+        using faulty_arena = dtr::fault_injecting_backend<dtr::host_arena_backend>;
+        dtr::runtime<faulty_arena, dtr::heuristics::lru> rt(
+            {.budget = 1024},
+            faulty_arena({.allocation_fault_rate = 1}, dtr::host_arena_backend(1024)));
+        const std::string what = out_of_memory_of([&] { (void)rt.constant(64); });
+        INFO(what);
+        CHECK(contains(what, "largest free block 1024 bytes"));
+        CHECK(
+            contains(what, "the backend refused it although its largest free block would hold it"));
+        CHECK_FALSE(contains(what, "fragmentation)"));
+        CHECK_FALSE(contains(what, "has no block of that size"));
+        rt.check_invariants();
+    }
+    SUBCASE("the system allocator behind the region") {
+        dtr::runtime<throwing_arena, dtr::heuristics::lru> rt({.budget = 1024},
+                                                              throwing_arena(1024));
+        tensor w = rt.constant(64, fill_with(1));
+        rt.backend().fail = true;
+        const std::string what =
+            out_of_memory_of([&] { (void)rt.call(add_op{1}, {w}, {.cost = 1}); });
+        INFO(what);
+        CHECK(contains(what, "system allocator behind the backend failed (std::bad_alloc)"));
+        CHECK_FALSE(contains(what, "fragmentation)"));
+        CHECK_FALSE(contains(what, "has no block of that size"));
+        rt.backend().fail = false;
+        CHECK(read(rt, w) == pattern(1, 64));
+        rt.check_invariants();
+    }
 }
 
 TEST_CASE("a region smaller than the budget is the limit: refusals become evictions") {

@@ -210,8 +210,10 @@ struct runtime_options {
     //! without a copy is charged its out-copy and copy-back in full whatever this is: the
     //! out-copy holds the block an allocation is waiting for. Finite and > 0.
     double copy_back_charge = 1.0;
-    //! Under offload: whether constants (storages without a recipe) may leave the device
-    //! when nothing evictable is left. A framework whose constants share their memory with
+    //! Under offload: whether constants (the storages runtime::constant made, and the
+    //! versions mutations made of them) may leave the device when nothing evictable is left.
+    //! The other storages without a recipe, children of banished storages, are computed into
+    //! the runtime's own blocks and may always leave (runtime::offload_allowed). A framework whose constants share their memory with
     //! objects outside the runtime (the PyTorch bridge adopts parameters' own storages,
     //! which the framework keeps and writes) turns it off: freeing the runtime's block would
     //! not free that memory, and the copy brought back would not be the framework's.

@@ -303,10 +303,12 @@ public:
     //! copy-back now, so that the transfer overlaps the compute until it is read. Room is
     //! made only from storages kept after their last release, where they are the next
     //! victims anyway (a scoring heuristic, while keeps_released() under
-    //! kept_priority::first), and only when those alone suffice: a hint never evicts a
-    //! storage the program holds.
+    //! kept_priority::first), and only when those alone suffice; and the backend must give
+    //! the block at once (a backend below the budget, a fragmented region, a refusal: the
+    //! hint gives up). A hint never evicts a storage the program holds.
     //! Returns: whether a copy-back started.
-    //! Throws: dtr::logic_error on a bad handle or from inside an operator.
+    //! Throws: dtr::logic_error on a bad handle or from inside an operator; what the
+    //! backend's copy_in throws (the storage stays offloaded).
     bool prefetch(const tensor& t);
 
     // ---- state ------------------------------------------------------------------------
@@ -768,11 +770,9 @@ bool runtime<B, H>::prefetch(const tensor& t) {
     busy_scope busy(*this);
     const std::size_t room = options_.budget - counters_.resident_bytes;
     if (s->bytes > room && !pool_.evict_kept(s->bytes - room)) return false;
-    try {
-        offload_.copy_back(s);
-    } catch (const out_of_memory&) {
-        return false; // a hint: the read itself will try again
-    }
+    // Only a block the backend gives at once: its allocator would evict where it refuses
+    // (its capacity, fragmentation), whatever the program holds. The read will try again.
+    if (!offload_.try_copy_back(s)) return false;
     // About to be read: not the stalest storage, or it would be the next victim.
     s->accessed = clock_;
     hook_on_access(*s);
