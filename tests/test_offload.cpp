@@ -611,6 +611,93 @@ TEST_CASE(
     }
 }
 
+TEST_CASE(
+    "a banished storage's child leaves under offload_constants = false, as offload_allowed "
+    "says") {
+    dtr::host_backend b;
+    b.enable_host_tier({.transfer = {.bandwidth = 1e12, .latency = 0}});
+    dtr::runtime<dtr::host_backend, dtr::heuristics::dtr_local> rt(
+        {.budget = 300,
+         .dealloc = dtr::dealloc_policy::banish,
+         .offload = dtr::offload_policy::always,
+         .offload_constants = false},
+        std::move(b));
+    dtr::tensor c = rt.constant(100, [](auto v) { std::memset(v.data(), 7, v.size()); });
+    dtr::tensor x = rt.call(add{1}, {c}, {.cost = 1e6});
+    dtr::tensor y = rt.call(add{1}, {x}, {.cost = 1e6});
+    x.reset(); // banished: y, resident, loses its recipe
+    CHECK_FALSE(rt.is_rematerializable(y));
+    CHECK(rt.offload_allowed(y)); // computed by the runtime: its bytes are the runtime's
+    CHECK_FALSE(rt.offload_allowed(c));
+    // c and y fill 200 of 300 bytes and neither can be evicted: a 200-byte output needs y to
+    // leave for the host, as offload_allowed says it may.
+    dtr::tensor z = rt.call(fill{200, 3}, {}, {.cost = 1e6});
+    CHECK(rt.is_offloaded(y));
+    CHECK(rt.is_resident(c));
+    CHECK(rt.stats().constant_offloads == 1); // counted with the storages without a recipe
+    rt.check_invariants();
+    CHECK(first_byte(rt, y) == 9);
+    CHECK(first_byte(rt, c) == 7);
+    CHECK(first_byte(rt, z) == 3);
+    rt.check_invariants();
+}
+
+TEST_CASE(
+    "under constants_high a computed storage's copy-back is placed best fit, a constant's "
+    "at the top") {
+    dtr::sim_backend b = dtr::sim_backend::with_arena(1024, 64);
+    b.enable_host_tier(slow_tier());
+    sim_rt rt({.budget = 192,
+               .placement = dtr::placement_policy::constants_high,
+               .offload = dtr::offload_policy::always},
+              std::move(b));
+    const auto offset_of = [&rt](const dtr::tensor& t) {
+        auto g = rt.pin(t);
+        return rt.backend().region_offset(g.data().data());
+    };
+    dtr::tensor c = rt.constant(64);
+    dtr::tensor x = rt.call(make{64}, {}, {.cost = 1000});
+    dtr::tensor y = rt.call(make{64}, {}, {.cost = 1000});
+    CHECK(offset_of(c) == 1024 - 64);
+    CHECK(offset_of(x) == 0);
+    CHECK(offset_of(y) == 64);
+    CHECK(rt.evict(x));
+    REQUIRE(rt.is_offloaded(x));
+    CHECK(offset_of(x) == 0); // back into its hole, not among the constants
+    CHECK(rt.stats().copy_backs == 1);
+    // The constant leaves when x and y are pinned and a third output needs room, and comes
+    // back at the top.
+    {
+        auto gx = rt.pin(x);
+        auto gy = rt.pin(y);
+        dtr::tensor z = rt.call(make{64}, {}, {.cost = 1000});
+        CHECK(rt.is_offloaded(c));
+    }
+    CHECK(offset_of(c) == 1024 - 64);
+    rt.check_invariants();
+}
+
+TEST_CASE("a request larger than the backend's whole region throws at once, moving nothing") {
+    dtr::sim_backend b = dtr::sim_backend::with_arena(256, 64);
+    b.enable_host_tier(slow_tier());
+    sim_rt rt({.budget = 1024, .offload = dtr::offload_policy::always}, std::move(b));
+    dtr::tensor c1 = rt.constant(64);
+    dtr::tensor c2 = rt.constant(64);
+    dtr::tensor x = rt.call(make{64}, {}, {.cost = 1000});
+    std::string what = "<no out_of_memory>";
+    try {
+        (void)rt.call(make{512}, {x}, {.cost = 1000});
+    } catch (const dtr::out_of_memory& e) {
+        what = e.what();
+    }
+    CHECK(what.find("larger than the backend's whole region of 256 bytes") != std::string::npos);
+    CHECK(rt.stats().constant_offloads == 0);
+    CHECK(rt.stats().offloads == 0);
+    CHECK(rt.stats().evictions == 0);
+    for (const dtr::tensor* t : {&c1, &c2, &x}) CHECK(rt.is_resident(*t));
+    rt.check_invariants();
+}
+
 TEST_CASE("drop() evicts without a transfer where evict() would copy out") {
     dtr::host_backend b;
     b.enable_host_tier({});
@@ -786,11 +873,14 @@ dtr_test::program_trace run_offload(std::uint64_t seed, std::size_t steps,
 
 } // namespace
 
-TEST_CASE("random programs with offload read exactly what the unbudgeted run reads") {
-    // A tenth of the property test's programs: offload changes where bytes wait, not values.
+TEST_CASE(
+    "random programs with offload read exactly what the unbudgeted run reads, under "
+    "injected faults") {
+    // A tenth of the property test's programs: offload changes where bytes wait, not values,
+    // also when allocations are refused and executions and transfers throw (most runs).
     const dtr_test::property_programs programs(
         "offload property test", std::max<std::uint64_t>(1, DTR_PROPERTY_PROGRAMS / 10));
-    std::uint64_t runs = 0, offloaded = 0, copied_back = 0, copied_ahead = 0;
+    dtr_test::run_totals sum;
     programs.for_each([&](const dtr_test::program_case& c) {
         dtr_test::program_trace reference;
         try {
@@ -800,7 +890,7 @@ TEST_CASE("random programs with offload read exactly what the unbudgeted run rea
             FAIL("reference run failed: ", std::string(e.what()));
             return;
         }
-        std::mt19937_64 rng(c.seed);
+        std::mt19937_64 rng(c.seed), fault_rng(dtr_test::splitmix(c.seed));
         for (auto policy : {dtr::offload_policy::always, dtr::offload_policy::automatic}) {
             for (auto dealloc : {dtr::dealloc_policy::eager_evict, dtr::dealloc_policy::banish}) {
                 const std::size_t budget = dtr_test::draw_budget(reference, rng);
@@ -808,7 +898,8 @@ TEST_CASE("random programs with offload read exactly what the unbudgeted run rea
                      " dealloc=", static_cast<int>(dealloc), " budget=", budget);
                 // Half the runs copy out ahead of eviction as well, at ages 1 to 8.
                 const auto ahead = static_cast<std::uint32_t>((rng() & 1) != 0 ? 1 + rng() % 8 : 0);
-                INFO("offload_ahead=", ahead);
+                const dtr_test::run_plan plan = dtr_test::draw_plan(fault_rng);
+                INFO("offload_ahead=", ahead, " ", dtr_test::describe(plan));
                 dtr::runtime_options o{.budget = budget,
                                        .dealloc = dealloc,
                                        .mutation = c.scope,
@@ -816,28 +907,20 @@ TEST_CASE("random programs with offload read exactly what the unbudgeted run rea
                                        .offload_ahead = ahead};
                 dtr_test::program_trace t;
                 try {
-                    t = run_offload<dtr::heuristics::dtr_local>(c.seed, c.steps, o, true);
+                    t = run_offload<dtr::heuristics::dtr_local>(c.seed, c.steps, o, true, plan);
                 } catch (const std::exception& e) {
                     FAIL("program failed: ", std::string(e.what()));
                     return;
                 }
                 dtr_test::check_matches_reference(t, reference, budget);
-                ++runs;
-                offloaded += t.offloads;
-                copied_back += t.copy_backs;
-                copied_ahead += t.copies_ahead;
+                sum.add(t);
             }
         }
     });
-    std::printf(
-        "offload property test: %llu budgeted runs, %llu offloads, %llu copy-backs, "
-        "%llu copies ahead\n",
-        static_cast<unsigned long long>(runs), static_cast<unsigned long long>(offloaded),
-        static_cast<unsigned long long>(copied_back),
-        static_cast<unsigned long long>(copied_ahead));
+    sum.print_tier("offload property test", sum.runs);
+    sum.print_faults("offload property test");
     if (!programs.single() && programs.count() >= 20) {
-        CHECK(offloaded > 0);
-        CHECK(copied_back > 0);
-        CHECK(copied_ahead > 0);
+        sum.check_tier_events();
+        CHECK(sum.recoveries > 0);
     }
 }
