@@ -242,7 +242,10 @@ result train(const config& cfg, std::size_t budget) {
             auto [loss, dlogits] =
                 rt.template call<2>(softmax_xent{cfg.batch, cfg.classes}, {logits, y});
             logits.reset();
-            { r.loss = rt.pin(loss).template as<float>()[0]; }
+            {
+                const auto pinned = rt.pin(loss);
+                r.loss = pinned.template as<float>()[0];
+            }
             // Backward with the SGD update of each layer applied as soon as its gradient is
             // known (after the layer's input gradient, which reads the old weights): the
             // same arithmetic as updating after the whole backward pass, but gradients and
