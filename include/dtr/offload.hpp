@@ -5,8 +5,9 @@
 //! which the runtime copies a victim out instead of dropping it (runtime_options::offload).
 //!
 //! The capability (dtr::offloading_backend) is optional: a runtime over a backend without it
-//! compiles and runs exactly as before, and with runtime_options::offload = off (the
-//! default) a backend with it is never asked to transfer anything. See docs/design.md,
+//! compiles and runs exactly as before under runtime_options::offload = off (the default;
+//! asked to offload, it throws at construction), and with offload off a backend with it is
+//! never asked to transfer anything. See docs/design.md,
 //! "Offload", for the state a storage is in, the clock arithmetic and what the heuristics see.
 #pragma once
 
