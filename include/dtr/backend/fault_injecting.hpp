@@ -86,21 +86,13 @@ public:
 private:
     static std::string describe(fault_site site, std::uint64_t index) {
         const std::string n = std::to_string(index);
-        switch (site) {
-            case fault_site::before_body:
-                return "dtr: injected fault before the body of execution #" + n +
-                       " (fault_injecting_backend)";
-            case fault_site::after_body:
-                return "dtr: injected fault after the body of execution #" + n +
-                       " (fault_injecting_backend)";
-            case fault_site::copy_out:
-                return "dtr: injected fault in transfer #" + n +
-                       ", a copy out to the host tier (fault_injecting_backend)";
-            case fault_site::copy_in:
-                return "dtr: injected fault in transfer #" + n +
-                       ", a copy back from the host tier (fault_injecting_backend)";
-        }
-        return "dtr: injected fault (fault_injecting_backend)";
+        if (site == fault_site::before_body || site == fault_site::after_body)
+            return std::string("dtr: injected fault ") +
+                   (site == fault_site::before_body ? "before" : "after") +
+                   " the body of execution #" + n + " (fault_injecting_backend)";
+        return "dtr: injected fault in transfer #" + n + ", a copy " +
+               (site == fault_site::copy_out ? "out to" : "back from") +
+               " the host tier (fault_injecting_backend)";
     }
 
     fault_site site_;
