@@ -4,6 +4,7 @@
 // budget allows; the runtime must evict until a contiguous block exists, count the retries,
 // and, when nothing is left to evict, say in out_of_memory that fragmentation was the cause.
 #include "support/byte_ops.hpp"
+#include "support/expect.hpp"
 
 #include <dtr/backend/device_pointer.hpp>
 #include <dtr/backend/fault_injecting.hpp>
@@ -25,16 +26,6 @@ namespace {
 
 using arena_context = dtr::op_context<dtr::host_arena_backend>;
 using arena_rt = dtr::runtime<dtr::host_arena_backend, dtr::heuristics::lru>;
-
-bool contains(const std::string& text, const std::string& part) {
-    return text.find(part) != std::string::npos;
-}
-
-std::vector<std::uint8_t> pattern(std::uint8_t first, std::size_t n, int delta = 0) {
-    std::vector<std::uint8_t> v(n);
-    for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::uint8_t>(first + i + delta);
-    return v;
-}
 
 //! Offset of `t`'s storage in the region (it must be resident; pinning keeps it so).
 template <class Runtime>
@@ -173,17 +164,6 @@ TEST_CASE("plain exhaustion is not called fragmentation") {
 
 namespace {
 
-//! The message of the dtr::out_of_memory f() throws.
-template <class F>
-std::string out_of_memory_of(F&& f) {
-    try {
-        f();
-    } catch (const dtr::out_of_memory& e) {
-        return e.what();
-    }
-    return "<no out_of_memory>";
-}
-
 //! A region whose allocator fails with std::bad_alloc on demand, as a driver's can, while
 //! its free blocks would hold the request.
 struct throwing_arena : dtr::host_arena_backend {
@@ -203,7 +183,7 @@ TEST_CASE("a refusal the region does not explain is not called fragmentation") {
         dtr::runtime<faulty_arena, dtr::heuristics::lru> rt(
             {.budget = 1024},
             faulty_arena({.allocation_fault_rate = 1}, dtr::host_arena_backend(1024)));
-        const std::string what = out_of_memory_of([&] { (void)rt.constant(64); });
+        const std::string what = message_of<dtr::out_of_memory>([&] { (void)rt.constant(64); });
         INFO(what);
         CHECK(contains(what, "largest free block 1024 bytes"));
         CHECK(
@@ -218,7 +198,7 @@ TEST_CASE("a refusal the region does not explain is not called fragmentation") {
         tensor w = rt.constant(64, fill_with(1));
         rt.backend().fail = true;
         const std::string what =
-            out_of_memory_of([&] { (void)rt.call(add_op{1}, {w}, {.cost = 1}); });
+            message_of<dtr::out_of_memory>([&] { (void)rt.call(add_op{1}, {w}, {.cost = 1}); });
         INFO(what);
         CHECK(contains(what, "system allocator behind the backend failed (std::bad_alloc)"));
         CHECK_FALSE(contains(what, "fragmentation)"));

@@ -3,6 +3,7 @@
 // model's clock arithmetic on sim_backend, prefetch, bit-identity on host_backend (hand-made
 // programs and the property harness's random ones), constants leaving the device, the
 // refusal and fault paths, the counters, and backends without the capability.
+#include "support/expect.hpp"
 #include "support/property_harness.hpp"
 
 #include <dtr/backend/host_arena.hpp>
@@ -29,6 +30,9 @@
 namespace {
 
 using dtr::cost_t;
+using dtr_test::contains;
+using dtr_test::logic_error_of;
+using dtr_test::message_of;
 
 // 1 byte per ns and 100 ns per transfer: a 100-byte transfer costs 200 ns.
 dtr::host_tier_options slow_tier(bool overlap = true,
@@ -684,13 +688,9 @@ TEST_CASE("a request larger than the backend's whole region throws at once, movi
     dtr::tensor c1 = rt.constant(64);
     dtr::tensor c2 = rt.constant(64);
     dtr::tensor x = rt.call(make{64}, {}, {.cost = 1000});
-    std::string what = "<no out_of_memory>";
-    try {
-        (void)rt.call(make{512}, {x}, {.cost = 1000});
-    } catch (const dtr::out_of_memory& e) {
-        what = e.what();
-    }
-    CHECK(what.find("larger than the backend's whole region of 256 bytes") != std::string::npos);
+    const std::string what =
+        message_of<dtr::out_of_memory>([&] { (void)rt.call(make{512}, {x}, {.cost = 1000}); });
+    CHECK(contains(what, "larger than the backend's whole region of 256 bytes"));
     CHECK(rt.stats().constant_offloads == 0);
     CHECK(rt.stats().offloads == 0);
     CHECK(rt.stats().evictions == 0);
@@ -736,14 +736,9 @@ TEST_CASE("a copy-back that cannot get a block throws out_of_memory and loses no
     {
         auto gy = rt.pin(y);
         auto gz = rt.pin(z);
-        std::string what = "<no out_of_memory>";
-        try {
-            (void)rt.pin(x);
-        } catch (const dtr::out_of_memory& e) {
-            what = e.what();
-        }
+        const std::string what = message_of<dtr::out_of_memory>([&] { (void)rt.pin(x); });
         // It says what the block was for, and whose it was.
-        CHECK(what.find("to copy storage #0 back from the host tier") != std::string::npos);
+        CHECK(contains(what, "to copy storage #0 back from the host tier"));
         CHECK(rt.is_offloaded(x));
         CHECK_FALSE(rt.prefetch(x));
         rt.check_invariants();
@@ -806,31 +801,25 @@ TEST_CASE("a failing out-copy drops the victim; a failing copy-back fails the re
 }
 
 TEST_CASE("offload asked of a backend without a host tier is refused at construction") {
-    const auto refusal = [](auto make) {
-        try {
-            make();
-        } catch (const dtr::logic_error& e) {
-            return std::string(e.what());
-        }
-        return std::string("<not refused>");
-    };
     // An instance whose tier was never enabled, under the options of examples/train_mlp.
-    const std::string untiered = refusal([] {
+    const std::string untiered = logic_error_of([] {
         dtr::runtime<dtr::host_backend, dtr::heuristics::lru> rt(
             {.budget = 256, .offload = dtr::offload_policy::automatic, .offload_ahead = 8});
     });
-    CHECK(untiered.find("has no host tier") != std::string::npos);
-    CHECK(untiered.find("enable_host_tier") != std::string::npos);
-    CHECK(refusal([] {
-              dtr::runtime<dtr::sim_backend, dtr::heuristics::lru> rt(
-                  {.budget = 256, .offload = dtr::offload_policy::always});
-          }).find("has no host tier") != std::string::npos);
+    CHECK(contains(untiered, "has no host tier"));
+    CHECK(contains(untiered, "enable_host_tier"));
+    CHECK(contains(logic_error_of([] {
+                       dtr::runtime<dtr::sim_backend, dtr::heuristics::lru> rt(
+                           {.budget = 256, .offload = dtr::offload_policy::always});
+                   }),
+                   "has no host tier"));
     // A backend type without the capability.
-    CHECK(refusal([] {
-              dtr::runtime<dtr::host_arena_backend, dtr::heuristics::lru> rt(
-                  {.budget = 256, .offload = dtr::offload_policy::always},
-                  dtr::host_arena_backend(256));
-          }).find("dtr::offloading_backend") != std::string::npos);
+    CHECK(contains(logic_error_of([] {
+                       dtr::runtime<dtr::host_arena_backend, dtr::heuristics::lru> rt(
+                           {.budget = 256, .offload = dtr::offload_policy::always},
+                           dtr::host_arena_backend(256));
+                   }),
+                   "dtr::offloading_backend"));
     // offload off asks nothing of the backend.
     dtr::runtime<dtr::host_arena_backend, dtr::heuristics::lru> plain({.budget = 256},
                                                                       dtr::host_arena_backend(256));
