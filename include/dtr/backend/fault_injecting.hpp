@@ -142,6 +142,11 @@ template <class Backend>
 struct forwarded_host_copy<Backend, true> {
     using host_copy = typename Backend::host_copy;
 };
+//! `Copy` is the host_copy of `Backend`, a backend with a host tier. A concept, so that the
+//! adaptor's members that take one name Backend::host_copy only where it exists.
+template <class Copy, class Backend>
+concept host_copy_of =
+    offloading_backend<Backend> && std::same_as<Copy, typename Backend::host_copy>;
 } // namespace detail
 
 //! @brief `Backend` with faults injected into its allocations, executions and transfers (see
@@ -377,16 +382,14 @@ public:
     //! Effects: as copy_out().
     //! Throws: dtr::injected_fault (fault_site::copy_in) with probability
     //! fault_options::transfer_fault_rate, nothing copied; what the wrapped copy_in throws.
-    template <class HostCopy>
-    cost_t copy_in(pointer dst, const HostCopy& copy, std::size_t bytes, cost_t now) requires
-        offloading_backend<Backend> && std::same_as<HostCopy, typename Backend::host_copy> {
+    template <detail::host_copy_of<Backend> HostCopy>
+    cost_t copy_in(pointer dst, const HostCopy& copy, std::size_t bytes, cost_t now) {
         inject_transfer_fault(fault_site::copy_in);
         return upstream_.copy_in(dst, copy, bytes, now);
     }
     //! @brief Effects: upstream().free_host(copy, bytes); never disturbed.
-    template <class HostCopy>
-    void free_host(HostCopy& copy, std::size_t bytes) noexcept requires
-        offloading_backend<Backend> && std::same_as<HostCopy, typename Backend::host_copy> {
+    template <detail::host_copy_of<Backend> HostCopy>
+    void free_host(HostCopy& copy, std::size_t bytes) noexcept {
         upstream_.free_host(copy, bytes);
     }
     //! @brief Returns: upstream().copy_stream_idle(now).
@@ -395,9 +398,8 @@ public:
         return upstream_.copy_stream_idle(now);
     }
     //! @brief Effects: upstream().fence_host_copy(copy); never disturbed.
-    template <class HostCopy>
-    void fence_host_copy(const HostCopy& copy) noexcept requires
-        copying_ahead_backend<Backend> && std::same_as<HostCopy, typename Backend::host_copy> {
+    template <detail::host_copy_of<Backend> HostCopy>
+    void fence_host_copy(const HostCopy& copy) noexcept requires copying_ahead_backend<Backend> {
         upstream_.fence_host_copy(copy);
     }
 
