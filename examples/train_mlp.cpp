@@ -242,7 +242,10 @@ result train(const config& cfg, std::size_t budget) {
             auto [loss, dlogits] =
                 rt.template call<2>(softmax_xent{cfg.batch, cfg.classes}, {logits, y});
             logits.reset();
-            { r.loss = rt.pin(loss).template as<float>()[0]; }
+            {
+                const auto pinned = rt.pin(loss);
+                r.loss = pinned.template as<float>()[0];
+            }
             // Backward with the SGD update of each layer applied as soon as its gradient is
             // known (after the layer's input gradient, which reads the old weights): the
             // same arithmetic as updating after the whole backward pass, but gradients and
@@ -268,9 +271,11 @@ result train(const config& cfg, std::size_t budget) {
         }
         std::uint64_t h = 1469598103934665603ULL;
         for (std::size_t l = 0; l < layers; ++l)
-            for (const dtr::tensor* t : {&w[l], &b[l]})
-                for (std::byte byte : rt.pin(*t).span())
+            for (const dtr::tensor* t : {&w[l], &b[l]}) {
+                const auto pinned = rt.pin(*t); // named: the pin lasts the whole loop
+                for (std::byte byte : pinned.span())
                     h = (h ^ std::to_integer<std::uint64_t>(byte)) * 1099511628211ULL;
+            }
         r.weights_hash = h;
     } catch (const dtr::out_of_memory& e) {
         r.out_of_memory = true;

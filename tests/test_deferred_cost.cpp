@@ -6,6 +6,7 @@
 // counters and storage costs, and that victim choice sees every finished measurement
 // without waiting for the others.
 #include "support/byte_ops.hpp"
+#include "support/expect.hpp"
 
 #include <dtr/runtime.hpp>
 
@@ -13,6 +14,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -193,6 +195,36 @@ TEST_CASE("discarded runs keep the pairing: throwing bodies and missing outputs"
     CHECK(rt.clock() == 110);
     CHECK(rt.stats().compute_cost == 110);
     rt.check_invariants();
+}
+
+TEST_CASE("a measurement that is not a finite number >= 0 is refused; the clock keeps its course") {
+    for (const dtr::cost_t bogus : {std::numeric_limits<double>::quiet_NaN(), -50.0,
+                                    std::numeric_limits<double>::infinity()}) {
+        CAPTURE(bogus);
+        rt_t rt;
+        rt.backend().plan({100, bogus, 10});
+        tensor x = rt.constant(8, fill_with(0));
+        tensor a = rt.call(add_op{1}, {x});
+        tensor b = rt.call(add_op{1}, {a});
+        tensor c = rt.call(add_op{1}, {b});
+        std::string what;
+        try {
+            rt.settle_costs();
+        } catch (const dtr::logic_error& e) {
+            what = e.what();
+        }
+        CHECK(what.find("collect_costs() handed over a cost of") != std::string::npos);
+        // The bad measurement leaves b's provisional cost; the others are folded in.
+        CHECK(rt.clock() == 100 + deferred_host_backend::provisional + 10);
+        CHECK(rt.stats().compute_cost == 100 + deferred_host_backend::provisional + 10);
+        CHECK(rt.backend().in_flight() == 0);
+        rt.check_invariants();
+        // The runtime goes on.
+        tensor d = rt.call(add_op{1}, {c});
+        rt.settle_costs();
+        CHECK(rt.clock() == 111 + deferred_host_backend::provisional);
+        CHECK(read(rt, d) == pattern(0, 8, 4));
+    }
 }
 
 TEST_CASE("rematerializations are measured and corrected too") {

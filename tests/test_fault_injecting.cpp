@@ -7,6 +7,7 @@
 
 #include <dtr/backend/fault_injecting.hpp>
 #include <dtr/backend/host_arena.hpp>
+#include <dtr/heuristic/lru.hpp>
 #include <dtr/runtime.hpp>
 
 #include <doctest/doctest.h>
@@ -16,6 +17,7 @@
 #include <deque>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 using dtr::tensor;
@@ -368,4 +370,118 @@ TEST_CASE("memory_info passes through, counting injected refusals; statistics ar
     CHECK(arena.allocate(64, dtr::arena::placement::high) == nullptr);
     CHECK(arena.faults().allocation_faults == 1);
     CHECK(arena.faults().allocations == 3);
+}
+
+TEST_CASE("the wrapped backend's host tier passes through: offload, copies back and ahead") {
+    static_assert(dtr::offloading_backend<faulty_host>);
+    static_assert(dtr::copying_ahead_backend<faulty_host>);
+    static_assert(dtr::copying_ahead_backend<dtr::fault_injecting_backend<dtr::sim_backend>>);
+    static_assert(!dtr::offloading_backend<dtr::fault_injecting_backend<dtr::host_arena_backend>>);
+    dtr::host_backend upstream;
+    upstream.enable_host_tier({.transfer = {.bandwidth = 1e9, .latency = 50}});
+    dtr::runtime<faulty_host, dtr::heuristics::lru> rt(
+        {.budget = 64, .offload = dtr::offload_policy::always, .offload_ahead = 1},
+        faulty_host({}, std::move(upstream)));
+    CHECK(rt.backend().has_host_tier());
+    tensor x = rt.constant(16, fill_with(3));
+    tensor a = rt.call(add_op{1}, {x}, {.cost = 1e6});
+    tensor b = rt.call(add_op{1}, {a}, {.cost = 1e6});
+    // 48 of 64 bytes resident: a, older than b, got a copy ahead of eviction.
+    CHECK(rt.stats().copies_ahead == 1);
+    CHECK(rt.evict(a));
+    CHECK(rt.is_offloaded(a));
+    CHECK(rt.stats().offloads_clean == 1);
+    CHECK(rt.evict(b));
+    CHECK(rt.is_offloaded(b));
+    CHECK(rt.stats().offloads == 1);
+    CHECK(read(rt, a) == pattern_of(3, 16, 1));
+    CHECK(read(rt, b) == pattern_of(3, 16, 2));
+    CHECK(rt.stats().copy_backs == 2);
+    CHECK(rt.stats().rematerializations == 0);
+    CHECK(rt.backend().faults().transfers == 4); // one ahead, one out, two back
+    CHECK(rt.backend().upstream().tier().used_bytes() == 32);
+    rt.check_invariants();
+    a.reset();
+    b.reset();
+    CHECK(rt.backend().upstream().tier().used_bytes() == 0);
+}
+
+TEST_CASE(
+    "faults injected into transfers: an out-copy that fails drops its victim, a copy-back "
+    "that fails fails its read; nothing is lost") {
+    dtr::host_backend upstream;
+    upstream.enable_host_tier({});
+    dtr::runtime<faulty_host, dtr::heuristics::lru> rt(
+        {.budget = 1024, .offload = dtr::offload_policy::always},
+        faulty_host({.seed = 4, .transfer_fault_rate = 1}, std::move(upstream)));
+    tensor x = rt.constant(16, fill_with(3));
+    tensor a = rt.call(add_op{1}, {x}, {.cost = 1});
+    CHECK(rt.evict(a));
+    CHECK_FALSE(rt.is_offloaded(a)); // dropped: its recipe brings it back
+    CHECK(rt.stats().evictions == 1);
+    CHECK(rt.backend().faults().copy_out_faults == 1);
+    CHECK(read(rt, a) == pattern_of(3, 16, 1));
+    rt.backend().set_enabled(false);
+    CHECK(rt.evict(a));
+    CHECK(rt.is_offloaded(a));
+    rt.backend().set_enabled(true);
+    const std::size_t resident = rt.resident_bytes();
+    try {
+        (void)read(rt, a);
+        FAIL("no injected fault");
+    } catch (const dtr::injected_fault& e) {
+        CHECK(e.site() == dtr::fault_site::copy_in);
+        CHECK(std::string(e.what()).find("copy back from the host tier") != std::string::npos);
+    }
+    CHECK(rt.is_offloaded(a));
+    CHECK(rt.resident_bytes() == resident); // the block taken for it was given back
+    CHECK(rt.backend().faults().copy_in_faults == 1);
+    CHECK(rt.backend().faults().transfer_faults() == 2);
+    CHECK(rt.backend().faults().total() == 2);
+    rt.check_invariants();
+    rt.backend().set_enabled(false);
+    CHECK(read(rt, a) == pattern_of(3, 16, 1));
+    rt.check_invariants();
+}
+
+TEST_CASE("transfer faults come at their rate from their own stream") {
+    const auto pattern = [](dtr::fault_options options) {
+        dtr::host_backend upstream;
+        upstream.enable_host_tier({});
+        faulty_host b(options, std::move(upstream));
+        std::byte* block = b.allocate(8);
+        std::vector<bool> failed;
+        for (int i = 0; i < 2000; ++i) {
+            bool fault = false;
+            try {
+                auto r = i % 2 ? b.copy_out(block, 8, 0) : b.copy_out_ahead(block, 8, 0);
+                try {
+                    (void)b.copy_in(block, std::as_const(r.copy), 8, 0);
+                } catch (const dtr::injected_fault& e) {
+                    CHECK(e.site() == dtr::fault_site::copy_in);
+                    fault = true;
+                }
+                b.free_host(r.copy, 8);
+            } catch (const dtr::injected_fault& e) {
+                CHECK(e.site() == dtr::fault_site::copy_out);
+                fault = true;
+            }
+            failed.push_back(fault);
+            // Executions do not shift the transfer stream.
+            try {
+                (void)b.execute([] {});
+            } catch (const dtr::injected_fault&) {}
+        }
+        b.deallocate(block, 8);
+        CHECK(b.upstream().tier().used_bytes() == 0);
+        return failed;
+    };
+    const std::vector<bool> f = pattern({.seed = 9, .transfer_fault_rate = 0.3});
+    CHECK(f == pattern({.seed = 9, .transfer_fault_rate = 0.3}));
+    CHECK(f == pattern({.seed = 9, .execution_fault_rate = 0.5, .transfer_fault_rate = 0.3}));
+    // Each round is two transfers, each failing with probability 0.3: 0.51 of the rounds fail.
+    const auto share = static_cast<double>(std::count(f.begin(), f.end(), true)) / 2000;
+    CHECK(share > 0.46);
+    CHECK(share < 0.56);
+    CHECK_THROWS_AS(faulty_host({.transfer_fault_rate = 1.5}), dtr::logic_error);
 }

@@ -4,8 +4,10 @@
 // budget allows; the runtime must evict until a contiguous block exists, count the retries,
 // and, when nothing is left to evict, say in out_of_memory that fragmentation was the cause.
 #include "support/byte_ops.hpp"
+#include "support/expect.hpp"
 
 #include <dtr/backend/device_pointer.hpp>
+#include <dtr/backend/fault_injecting.hpp>
 #include <dtr/backend/host_arena.hpp>
 #include <dtr/heuristic/lru.hpp>
 #include <dtr/runtime.hpp>
@@ -13,6 +15,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -23,16 +26,6 @@ namespace {
 
 using arena_context = dtr::op_context<dtr::host_arena_backend>;
 using arena_rt = dtr::runtime<dtr::host_arena_backend, dtr::heuristics::lru>;
-
-bool contains(const std::string& text, const std::string& part) {
-    return text.find(part) != std::string::npos;
-}
-
-std::vector<std::uint8_t> pattern(std::uint8_t first, std::size_t n, int delta = 0) {
-    std::vector<std::uint8_t> v(n);
-    for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::uint8_t>(first + i + delta);
-    return v;
-}
 
 //! Offset of `t`'s storage in the region (it must be resident; pinning keeps it so).
 template <class Runtime>
@@ -167,6 +160,53 @@ TEST_CASE("plain exhaustion is not called fragmentation") {
         CHECK(e.info().free_total == 0);
     }
     rt.check_invariants();
+}
+
+namespace {
+
+//! A region whose allocator fails with std::bad_alloc on demand, as a driver's can, while
+//! its free blocks would hold the request.
+struct throwing_arena : dtr::host_arena_backend {
+    bool fail = false;
+    explicit throwing_arena(std::size_t capacity) : host_arena_backend(capacity) {}
+    pointer allocate(std::size_t bytes) {
+        if (fail) throw std::bad_alloc();
+        return host_arena_backend::allocate(bytes);
+    }
+};
+
+} // namespace
+
+TEST_CASE("a refusal the region does not explain is not called fragmentation") {
+    SUBCASE("an injected refusal") {
+        using faulty_arena = dtr::fault_injecting_backend<dtr::host_arena_backend>;
+        dtr::runtime<faulty_arena, dtr::heuristics::lru> rt(
+            {.budget = 1024},
+            faulty_arena({.allocation_fault_rate = 1}, dtr::host_arena_backend(1024)));
+        const std::string what = message_of<dtr::out_of_memory>([&] { (void)rt.constant(64); });
+        INFO(what);
+        CHECK(contains(what, "largest free block 1024 bytes"));
+        CHECK(
+            contains(what, "the backend refused it although its largest free block would hold it"));
+        CHECK_FALSE(contains(what, "fragmentation)"));
+        CHECK_FALSE(contains(what, "has no block of that size"));
+        rt.check_invariants();
+    }
+    SUBCASE("the system allocator behind the region") {
+        dtr::runtime<throwing_arena, dtr::heuristics::lru> rt({.budget = 1024},
+                                                              throwing_arena(1024));
+        tensor w = rt.constant(64, fill_with(1));
+        rt.backend().fail = true;
+        const std::string what =
+            message_of<dtr::out_of_memory>([&] { (void)rt.call(add_op{1}, {w}, {.cost = 1}); });
+        INFO(what);
+        CHECK(contains(what, "system allocator behind the backend failed (std::bad_alloc)"));
+        CHECK_FALSE(contains(what, "fragmentation)"));
+        CHECK_FALSE(contains(what, "has no block of that size"));
+        rt.backend().fail = false;
+        CHECK(read(rt, w) == pattern(1, 64));
+        rt.check_invariants();
+    }
 }
 
 TEST_CASE("a region smaller than the budget is the limit: refusals become evictions") {

@@ -3,6 +3,7 @@
 // model's clock arithmetic on sim_backend, prefetch, bit-identity on host_backend (hand-made
 // programs and the property harness's random ones), constants leaving the device, the
 // refusal and fault paths, the counters, and backends without the capability.
+#include "support/expect.hpp"
 #include "support/property_harness.hpp"
 
 #include <dtr/backend/host_arena.hpp>
@@ -29,6 +30,9 @@
 namespace {
 
 using dtr::cost_t;
+using dtr_test::contains;
+using dtr_test::logic_error_of;
+using dtr_test::message_of;
 
 // 1 byte per ns and 100 ns per transfer: a 100-byte transfer costs 200 ns.
 dtr::host_tier_options slow_tier(bool overlap = true,
@@ -318,6 +322,58 @@ TEST_CASE("a prefetch makes room from kept storages only, and only when they suf
     rt.check_invariants();
 }
 
+TEST_CASE("a prefetch gives up where the backend refuses its block: nothing held leaves") {
+    SUBCASE("a backend smaller than the budget") {
+        // The backend holds 250 bytes, the budget 1000: the budget's arithmetic has room for
+        // x beside y and z, the backend has not.
+        dtr::host_backend b(250);
+        b.enable_host_tier({});
+        dtr::runtime<dtr::host_backend, dtr::heuristics::lru> rt(
+            {.budget = 1000, .offload = dtr::offload_policy::always}, std::move(b));
+        dtr::tensor x = rt.call(fill{100, 5}, {}, {.cost = 10});
+        CHECK(rt.evict(x));
+        dtr::tensor y = rt.call(fill{100, 6}, {}, {.cost = 10});
+        dtr::tensor z = rt.call(fill{100, 7}, {}, {.cost = 10});
+        CHECK_FALSE(rt.prefetch(x));
+        CHECK(rt.is_offloaded(x));
+        CHECK(rt.is_resident(y));
+        CHECK(rt.is_resident(z));
+        CHECK(rt.stats().offloads == 1);
+        CHECK(rt.stats().evictions == 0);
+        CHECK(rt.stats().prefetches == 0);
+        rt.check_invariants();
+        // The read itself makes room as any allocation does.
+        CHECK(first_byte(rt, x) == 5);
+        CHECK(first_byte(rt, y) == 6);
+        CHECK(first_byte(rt, z) == 7);
+        rt.check_invariants();
+    }
+    SUBCASE("a fragmented region") {
+        // 320 bytes in 64-byte units: a | x x | c | d. x leaves, e takes half its hole, d is
+        // released: 128 bytes free, in two holes of 64, where x needs 128.
+        dtr::sim_backend b = dtr::sim_backend::with_arena(320, 64);
+        b.enable_host_tier(slow_tier());
+        sim_rt rt({.budget = 1000, .offload = dtr::offload_policy::always}, std::move(b));
+        dtr::tensor a = rt.call(make{64}, {}, {.cost = 1000});
+        dtr::tensor x = rt.call(make{128}, {}, {.cost = 1000});
+        dtr::tensor c = rt.call(make{64}, {}, {.cost = 1000});
+        dtr::tensor d = rt.call(make{64}, {}, {.cost = 1000});
+        CHECK(rt.evict(x));
+        dtr::tensor e = rt.call(make{64}, {}, {.cost = 1000});
+        d.reset();
+        REQUIRE(rt.backend().memory_info()->free == 128);
+        REQUIRE(rt.backend().memory_info()->largest_free == 64);
+        CHECK_FALSE(rt.prefetch(x));
+        CHECK(rt.is_offloaded(x));
+        for (const dtr::tensor* held : {&a, &c, &e}) CHECK(rt.is_resident(*held));
+        CHECK(rt.stats().window_evictions == 0);
+        CHECK(rt.stats().offloads == 1);
+        rt.check_invariants();
+        CHECK(resident_after_pin(rt, x)); // a read evicts a window for it
+        rt.check_invariants();
+    }
+}
+
 TEST_CASE("sim: a storage copied out ahead of eviction later leaves without waiting") {
     // 250-byte budget; a 100-byte transfer takes 200 ns. With offload_ahead = 1, once b is
     // made (150 bytes resident, over half the budget) a has outlived one newer storage and
@@ -424,11 +480,13 @@ TEST_CASE(
     for (double bad : {0.0, -1.0, std::numeric_limits<double>::infinity(),
                        std::numeric_limits<double>::quiet_NaN()}) {
         CAPTURE(bad);
-        CHECK_THROWS_WITH_AS(sim_rt({.budget = 250,
-                                     .offload = dtr::offload_policy::automatic,
-                                     .copy_back_charge = bad}),
-                             doctest::Contains("copy_back_charge must be finite and > 0"),
-                             dtr::logic_error);
+        dtr::sim_backend tiered;
+        tiered.enable_host_tier(slow_tier());
+        CHECK_THROWS_WITH_AS(
+            sim_rt(
+                {.budget = 250, .offload = dtr::offload_policy::automatic, .copy_back_charge = bad},
+                std::move(tiered)),
+            doctest::Contains("copy_back_charge must be finite and > 0"), dtr::logic_error);
     }
 }
 
@@ -557,6 +615,89 @@ TEST_CASE(
     }
 }
 
+TEST_CASE(
+    "a banished storage's child leaves under offload_constants = false, as offload_allowed "
+    "says") {
+    dtr::host_backend b;
+    b.enable_host_tier({.transfer = {.bandwidth = 1e12, .latency = 0}});
+    dtr::runtime<dtr::host_backend, dtr::heuristics::dtr_local> rt(
+        {.budget = 300,
+         .dealloc = dtr::dealloc_policy::banish,
+         .offload = dtr::offload_policy::always,
+         .offload_constants = false},
+        std::move(b));
+    dtr::tensor c = rt.constant(100, [](auto v) { std::memset(v.data(), 7, v.size()); });
+    dtr::tensor x = rt.call(add{1}, {c}, {.cost = 1e6});
+    dtr::tensor y = rt.call(add{1}, {x}, {.cost = 1e6});
+    x.reset(); // banished: y, resident, loses its recipe
+    CHECK_FALSE(rt.is_rematerializable(y));
+    CHECK(rt.offload_allowed(y)); // computed by the runtime: its bytes are the runtime's
+    CHECK_FALSE(rt.offload_allowed(c));
+    // c and y fill 200 of 300 bytes and neither can be evicted: a 200-byte output needs y to
+    // leave for the host, as offload_allowed says it may.
+    dtr::tensor z = rt.call(fill{200, 3}, {}, {.cost = 1e6});
+    CHECK(rt.is_offloaded(y));
+    CHECK(rt.is_resident(c));
+    CHECK(rt.stats().constant_offloads == 1); // counted with the storages without a recipe
+    rt.check_invariants();
+    CHECK(first_byte(rt, y) == 9);
+    CHECK(first_byte(rt, c) == 7);
+    CHECK(first_byte(rt, z) == 3);
+    rt.check_invariants();
+}
+
+TEST_CASE(
+    "under constants_high a computed storage's copy-back is placed best fit, a constant's "
+    "at the top") {
+    dtr::sim_backend b = dtr::sim_backend::with_arena(1024, 64);
+    b.enable_host_tier(slow_tier());
+    sim_rt rt({.budget = 192,
+               .placement = dtr::placement_policy::constants_high,
+               .offload = dtr::offload_policy::always},
+              std::move(b));
+    const auto offset_of = [&rt](const dtr::tensor& t) {
+        auto g = rt.pin(t);
+        return rt.backend().region_offset(g.data().data());
+    };
+    dtr::tensor c = rt.constant(64);
+    dtr::tensor x = rt.call(make{64}, {}, {.cost = 1000});
+    dtr::tensor y = rt.call(make{64}, {}, {.cost = 1000});
+    CHECK(offset_of(c) == 1024 - 64);
+    CHECK(offset_of(x) == 0);
+    CHECK(offset_of(y) == 64);
+    CHECK(rt.evict(x));
+    REQUIRE(rt.is_offloaded(x));
+    CHECK(offset_of(x) == 0); // back into its hole, not among the constants
+    CHECK(rt.stats().copy_backs == 1);
+    // The constant leaves when x and y are pinned and a third output needs room, and comes
+    // back at the top.
+    {
+        auto gx = rt.pin(x);
+        auto gy = rt.pin(y);
+        dtr::tensor z = rt.call(make{64}, {}, {.cost = 1000});
+        CHECK(rt.is_offloaded(c));
+    }
+    CHECK(offset_of(c) == 1024 - 64);
+    rt.check_invariants();
+}
+
+TEST_CASE("a request larger than the backend's whole region throws at once, moving nothing") {
+    dtr::sim_backend b = dtr::sim_backend::with_arena(256, 64);
+    b.enable_host_tier(slow_tier());
+    sim_rt rt({.budget = 1024, .offload = dtr::offload_policy::always}, std::move(b));
+    dtr::tensor c1 = rt.constant(64);
+    dtr::tensor c2 = rt.constant(64);
+    dtr::tensor x = rt.call(make{64}, {}, {.cost = 1000});
+    const std::string what =
+        message_of<dtr::out_of_memory>([&] { (void)rt.call(make{512}, {x}, {.cost = 1000}); });
+    CHECK(contains(what, "larger than the backend's whole region of 256 bytes"));
+    CHECK(rt.stats().constant_offloads == 0);
+    CHECK(rt.stats().offloads == 0);
+    CHECK(rt.stats().evictions == 0);
+    for (const dtr::tensor* t : {&c1, &c2, &x}) CHECK(rt.is_resident(*t));
+    rt.check_invariants();
+}
+
 TEST_CASE("drop() evicts without a transfer where evict() would copy out") {
     dtr::host_backend b;
     b.enable_host_tier({});
@@ -595,7 +736,9 @@ TEST_CASE("a copy-back that cannot get a block throws out_of_memory and loses no
     {
         auto gy = rt.pin(y);
         auto gz = rt.pin(z);
-        CHECK_THROWS_AS(rt.pin(x), dtr::out_of_memory);
+        const std::string what = message_of<dtr::out_of_memory>([&] { (void)rt.pin(x); });
+        // It says what the block was for, and whose it was.
+        CHECK(contains(what, "to copy storage #0 back from the host tier"));
         CHECK(rt.is_offloaded(x));
         CHECK_FALSE(rt.prefetch(x));
         rt.check_invariants();
@@ -657,21 +800,32 @@ TEST_CASE("a failing out-copy drops the victim; a failing copy-back fails the re
     CHECK(static_cast<unsigned>(g.as<unsigned char>()[0]) == 4u);
 }
 
-TEST_CASE("a backend without a tier runs unchanged under offload = always") {
-    dtr::runtime<dtr::host_arena_backend, dtr::heuristics::lru> rt(
-        {.budget = 256, .offload = dtr::offload_policy::always}, dtr::host_arena_backend(256));
-    auto fill1 = [](dtr::op_context<dtr::host_arena_backend>& ctx) {
-        auto out = ctx.output(0, 128).as<unsigned char>();
-        for (auto& v : out) v = 1;
-    };
-    dtr::tensor a = rt.call(fill1, {}, {.cost = 10});
-    dtr::tensor b = rt.call(fill1, {}, {.cost = 10});
-    dtr::tensor c = rt.call(fill1, {}, {.cost = 10});
-    CHECK(rt.stats().evictions >= 1);
-    CHECK(rt.stats().offloads == 0);
-    CHECK_FALSE(rt.is_offloaded(a));
-    auto g = rt.pin(a);
-    CHECK(static_cast<unsigned>(g.as<unsigned char>()[0]) == 1u);
+TEST_CASE("offload asked of a backend without a host tier is refused at construction") {
+    // An instance whose tier was never enabled, under the options of examples/train_mlp.
+    const std::string untiered = logic_error_of([] {
+        dtr::runtime<dtr::host_backend, dtr::heuristics::lru> rt(
+            {.budget = 256, .offload = dtr::offload_policy::automatic, .offload_ahead = 8});
+    });
+    CHECK(contains(untiered, "has no host tier"));
+    CHECK(contains(untiered, "enable_host_tier"));
+    CHECK(contains(logic_error_of([] {
+                       dtr::runtime<dtr::sim_backend, dtr::heuristics::lru> rt(
+                           {.budget = 256, .offload = dtr::offload_policy::always});
+                   }),
+                   "has no host tier"));
+    // A backend type without the capability.
+    CHECK(contains(logic_error_of([] {
+                       dtr::runtime<dtr::host_arena_backend, dtr::heuristics::lru> rt(
+                           {.budget = 256, .offload = dtr::offload_policy::always},
+                           dtr::host_arena_backend(256));
+                   }),
+                   "dtr::offloading_backend"));
+    // offload off asks nothing of the backend.
+    dtr::runtime<dtr::host_arena_backend, dtr::heuristics::lru> plain({.budget = 256},
+                                                                      dtr::host_arena_backend(256));
+    dtr::runtime<dtr::host_backend, dtr::heuristics::lru> untiered_off({.budget = 256});
+    CHECK(plain.stats().offloads == 0);
+    CHECK(untiered_off.stats().offloads == 0);
 }
 
 TEST_CASE("the counters print the offload figures") {
@@ -689,26 +843,33 @@ TEST_CASE("the counters print the offload figures") {
 
 namespace {
 
+//! One run of a program over a host backend (with a tier when `tier`) under fault injection
+//! as `plan` says: allocations refused, executions and transfers thrown.
 template <class Heuristic>
 dtr_test::program_trace run_offload(std::uint64_t seed, std::size_t steps,
-                                    dtr::runtime_options options, bool tier) {
+                                    dtr::runtime_options options, bool tier,
+                                    dtr_test::run_plan plan = {{}, 4}) {
+    using backend = dtr::fault_injecting_backend<dtr::host_backend>;
     dtr::host_backend b;
     if (tier) b.enable_host_tier({.transfer = {.bandwidth = 1e9, .latency = 50}});
-    dtr::runtime<dtr::host_backend, Heuristic> rt(options, std::move(b));
-    auto t = dtr_test::program_runner<decltype(rt)>(rt, seed, steps, 4).run();
+    dtr::runtime<backend, Heuristic> rt(options, backend(plan.faults, std::move(b)));
+    auto t = dtr_test::program_runner<decltype(rt)>(rt, seed, steps, plan.invariant_period).run();
     rt.check_invariants();
     CHECK(rt.stats().host_bytes == 0); // every host copy freed with its storage
-    CHECK(rt.backend().tier().used_bytes() == 0);
+    CHECK(rt.backend().upstream().tier().used_bytes() == 0);
     return t;
 }
 
 } // namespace
 
-TEST_CASE("random programs with offload read exactly what the unbudgeted run reads") {
-    // A tenth of the property test's programs: offload changes where bytes wait, not values.
+TEST_CASE(
+    "random programs with offload read exactly what the unbudgeted run reads, under "
+    "injected faults") {
+    // A tenth of the property test's programs: offload changes where bytes wait, not values,
+    // also when allocations are refused and executions and transfers throw (most runs).
     const dtr_test::property_programs programs(
         "offload property test", std::max<std::uint64_t>(1, DTR_PROPERTY_PROGRAMS / 10));
-    std::uint64_t runs = 0, offloaded = 0, copied_back = 0, copied_ahead = 0;
+    dtr_test::run_totals sum;
     programs.for_each([&](const dtr_test::program_case& c) {
         dtr_test::program_trace reference;
         try {
@@ -718,7 +879,7 @@ TEST_CASE("random programs with offload read exactly what the unbudgeted run rea
             FAIL("reference run failed: ", std::string(e.what()));
             return;
         }
-        std::mt19937_64 rng(c.seed);
+        std::mt19937_64 rng(c.seed), fault_rng(dtr_test::splitmix(c.seed));
         for (auto policy : {dtr::offload_policy::always, dtr::offload_policy::automatic}) {
             for (auto dealloc : {dtr::dealloc_policy::eager_evict, dtr::dealloc_policy::banish}) {
                 const std::size_t budget = dtr_test::draw_budget(reference, rng);
@@ -726,7 +887,8 @@ TEST_CASE("random programs with offload read exactly what the unbudgeted run rea
                      " dealloc=", static_cast<int>(dealloc), " budget=", budget);
                 // Half the runs copy out ahead of eviction as well, at ages 1 to 8.
                 const auto ahead = static_cast<std::uint32_t>((rng() & 1) != 0 ? 1 + rng() % 8 : 0);
-                INFO("offload_ahead=", ahead);
+                const dtr_test::run_plan plan = dtr_test::draw_plan(fault_rng);
+                INFO("offload_ahead=", ahead, " ", dtr_test::describe(plan));
                 dtr::runtime_options o{.budget = budget,
                                        .dealloc = dealloc,
                                        .mutation = c.scope,
@@ -734,28 +896,20 @@ TEST_CASE("random programs with offload read exactly what the unbudgeted run rea
                                        .offload_ahead = ahead};
                 dtr_test::program_trace t;
                 try {
-                    t = run_offload<dtr::heuristics::dtr_local>(c.seed, c.steps, o, true);
+                    t = run_offload<dtr::heuristics::dtr_local>(c.seed, c.steps, o, true, plan);
                 } catch (const std::exception& e) {
                     FAIL("program failed: ", std::string(e.what()));
                     return;
                 }
                 dtr_test::check_matches_reference(t, reference, budget);
-                ++runs;
-                offloaded += t.offloads;
-                copied_back += t.copy_backs;
-                copied_ahead += t.copies_ahead;
+                sum.add(t);
             }
         }
     });
-    std::printf(
-        "offload property test: %llu budgeted runs, %llu offloads, %llu copy-backs, "
-        "%llu copies ahead\n",
-        static_cast<unsigned long long>(runs), static_cast<unsigned long long>(offloaded),
-        static_cast<unsigned long long>(copied_back),
-        static_cast<unsigned long long>(copied_ahead));
+    sum.print_tier("offload property test", sum.runs);
+    sum.print_faults("offload property test");
     if (!programs.single() && programs.count() >= 20) {
-        CHECK(offloaded > 0);
-        CHECK(copied_back > 0);
-        CHECK(copied_ahead > 0);
+        sum.check_tier_events();
+        CHECK(sum.recoveries > 0);
     }
 }

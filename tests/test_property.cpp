@@ -2,9 +2,11 @@
 // Property test against a reference: random programs run once without a budget, then under
 // random budgets with every heuristic and both release policies, most runs with faults
 // injected into the backend (dtr::fault_injecting_backend: refused allocations, operators
-// throwing before or after their body). Every value read, also through pin guards kept
-// across later calls and mutations, must be bit-identical to the reference run, resident
-// bytes must never exceed the budget, and nothing may leak.
+// throwing before or after their body), half of them with a host tier the runtime offloads
+// to (runtime_options::offload, some copying out ahead), whose transfers are made to fail
+// too. Every value read, also through pin guards kept across later calls and mutations, must
+// be bit-identical to the reference run, resident bytes must never exceed the budget, and
+// nothing may leak, on the device or in the host tier.
 //
 // Environment: DTR_PROPERTY_SEED (default: random, printed), DTR_PROPERTY_PROGRAMS
 // (default: the build's property_programs option), DTR_PROPERTY_ONLY=i (replay one program).
@@ -35,7 +37,13 @@ template <class Heuristic>
 dtr_test::program_trace run_one(std::uint64_t seed, std::size_t steps, dtr::runtime_options options,
                                 dtr_test::run_plan plan = {{}, 16}) {
     using backend = dtr::fault_injecting_backend<dtr::host_backend>;
-    dtr::runtime<backend, Heuristic> rt(options, backend(plan.faults));
+    dtr::host_backend device;
+    // A host tier where the options offload: at 4 GB/s and 10 ns a transfer, moving a 64-byte
+    // storage out and back (52 ns) is about as dear as recomputing one (1 to 100 ns), so that
+    // `automatic` decides both ways.
+    if (options.offload != dtr::offload_policy::off)
+        device.enable_host_tier({.transfer = {.bandwidth = 4e9, .latency = 10}});
+    dtr::runtime<backend, Heuristic> rt(options, backend(plan.faults, std::move(device)));
     return dtr_test::program_runner<decltype(rt)>(rt, seed, steps, plan.invariant_period).run();
 }
 
@@ -43,7 +51,7 @@ template <class Heuristic>
 void check_against(const dtr_test::program_trace& reference, std::uint64_t seed, std::size_t steps,
                    dtr::mutation_scope scope, dtr::dealloc_policy dealloc,
                    std::mt19937_64& budget_rng, std::mt19937_64& fault_rng, totals& sum,
-                   const std::string& replay) {
+                   std::uint64_t& tier_runs, const std::string& replay) {
     const std::size_t budget = dtr_test::draw_budget(reference, budget_rng);
     const dtr_test::run_plan plan = dtr_test::draw_plan(fault_rng);
     // Keeping released storages resident instead of evicting them changes memory, never
@@ -69,10 +77,22 @@ void check_against(const dtr_test::program_trace& reference, std::uint64_t seed,
     const auto restore = dtr_test::splitmix(seed ^ budget ^ 0x706c616eu) % 2
                              ? dtr::restore_pins::planned
                              : dtr::restore_pins::yield_when_full;
+    // Offload to a host tier changes where bytes wait, never values: half the runs, always or
+    // automatic, half of those copying out ahead of eviction at ages 1 to 8.
+    const std::uint64_t tier_draw = dtr_test::splitmix(seed ^ budget ^ 0x74696572u);
+    const auto offload = tier_draw % 2 == 0          ? dtr::offload_policy::off
+                         : (tier_draw >> 1) % 2 == 0 ? dtr::offload_policy::always
+                                                     : dtr::offload_policy::automatic;
+    const auto ahead = static_cast<std::uint32_t>(
+        offload != dtr::offload_policy::off && (tier_draw >> 2) % 2 ? 1 + (tier_draw >> 3) % 8 : 0);
     INFO(replay, " heuristic=", std::string(Heuristic::name), " dealloc=", std::string(policy),
          restore == dtr::restore_pins::planned ? " restore=planned" : "",
          keeps ? (kept == dtr::kept_priority::first ? " kept=first" : " kept=scored") : "",
-         " in_place=", dtr_test::splitmix(seed ^ budget) % 2 ? "reuse" : "copy", " budget=", budget,
+         " in_place=", dtr_test::splitmix(seed ^ budget) % 2 ? "reuse" : "copy",
+         offload == dtr::offload_policy::off      ? ""
+         : offload == dtr::offload_policy::always ? " offload=always"
+                                                  : " offload=automatic",
+         ahead != 0 ? " offload_ahead=" + std::to_string(ahead) : std::string(), " budget=", budget,
          " (reference peak ", reference.peak_resident, ", floor ", reference.floor, ") ",
          dtr_test::describe(plan));
     dtr_test::program_trace t;
@@ -92,6 +112,8 @@ void check_against(const dtr_test::program_trace& reference, std::uint64_t seed,
                                 .mutation = scope,
                                 .constant_updates = updates,
                                 .restore = restore,
+                                .offload = offload,
+                                .offload_ahead = ahead,
                                 .in_place = in_place},
                                plan);
     } catch (const std::exception& e) {
@@ -100,6 +122,7 @@ void check_against(const dtr_test::program_trace& reference, std::uint64_t seed,
     }
     dtr_test::check_matches_reference(t, reference, budget);
     sum.add(t);
+    tier_runs += offload != dtr::offload_policy::off;
 }
 
 } // namespace
@@ -107,7 +130,7 @@ void check_against(const dtr_test::program_trace& reference, std::uint64_t seed,
 TEST_CASE("random programs under budgets read exactly what the unbudgeted run reads") {
     const dtr_test::property_programs programs("property test", DTR_PROPERTY_PROGRAMS);
     totals sum;
-    std::uint64_t ran = 0;
+    std::uint64_t ran = 0, tier_runs = 0;
     programs.for_each([&](const dtr_test::program_case& c) {
         const std::uint64_t program_seed = c.seed;
         const std::size_t steps = c.steps;
@@ -125,11 +148,12 @@ TEST_CASE("random programs under budgets read exactly what the unbudgeted run re
         std::mt19937_64 budget_rng(program_seed), fault_rng(dtr_test::splitmix(program_seed));
         for (auto dealloc : {dtr::dealloc_policy::eager_evict, dtr::dealloc_policy::banish}) {
             check_against<dtr::heuristics::dtr_local>(reference, program_seed, steps, scope,
-                                                      dealloc, budget_rng, fault_rng, sum, replay);
+                                                      dealloc, budget_rng, fault_rng, sum,
+                                                      tier_runs, replay);
             check_against<dtr::heuristics::lru>(reference, program_seed, steps, scope, dealloc,
-                                                budget_rng, fault_rng, sum, replay);
+                                                budget_rng, fault_rng, sum, tier_runs, replay);
             check_against<dtr::heuristics::largest>(reference, program_seed, steps, scope, dealloc,
-                                                    budget_rng, fault_rng, sum, replay);
+                                                    budget_rng, fault_rng, sum, tier_runs, replay);
         }
         ++ran;
     });
@@ -143,8 +167,12 @@ TEST_CASE("random programs under budgets read exactly what the unbudgeted run re
         static_cast<unsigned long long>(sum.banishments), static_cast<unsigned long long>(sum.ooms),
         static_cast<unsigned long long>(sum.in_place_reuses));
     sum.print_faults("property test");
+    sum.print_tier("property test", tier_runs);
     CHECK(sum.evictions > 0);
     CHECK(sum.remats > 0);
     CHECK(sum.in_place_reuses > 0);
-    if (!programs.single() && programs.count() >= 50) sum.check_events();
+    if (!programs.single() && programs.count() >= 50) {
+        sum.check_events();
+        sum.check_tier_events();
+    }
 }

@@ -11,7 +11,10 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <limits>
 #include <string>
+#include <utility>
 
 using dtr::tensor;
 using namespace dtr_test;
@@ -688,6 +691,69 @@ TEST_CASE("measured costs come from the backend clock") {
     tensor y = rt.call(add_op{1}, {x});
     CHECK(rt.stats().compute_cost > 0);
     CHECK(rt.clock() == rt.stats().compute_cost);
+}
+
+namespace {
+
+//! Host memory whose execute() returns whatever cost the test sets: a broken backend.
+struct bogus_cost_backend : dtr::host_backend {
+    bogus_cost_backend() = default;
+    dtr::cost_t next = 0;
+    template <class Body>
+    dtr::cost_t execute(Body&& body) {
+        (void)host_backend::execute(std::forward<Body>(body));
+        return next;
+    }
+};
+
+} // namespace
+
+TEST_CASE("a measured cost that is not a finite number >= 0 fails its call, changing nothing") {
+    for (const dtr::cost_t bogus : {std::numeric_limits<double>::quiet_NaN(), -5.0,
+                                    std::numeric_limits<double>::infinity()}) {
+        CAPTURE(bogus);
+        dtr::runtime<bogus_cost_backend, dtr::heuristics::lru> rt({.budget = 64});
+        tensor x = rt.constant(16, fill_with(0));
+        tensor y = rt.call(add_op{1}, {x}, {.cost = 7});
+        rt.backend().next = bogus;
+        const std::size_t storages = rt.storage_count();
+        const std::string what = logic_error_of([&] { (void)rt.call(add_op{2}, {x}); });
+        CHECK(contains(what, "execute() returned a cost of"));
+        CHECK(contains(what, "finite number of ns >= 0"));
+        CHECK(rt.clock() == 7);
+        CHECK(rt.stats().compute_cost == 7);
+        CHECK(rt.storage_count() == storages);
+        rt.check_invariants();
+        // A supplied cost does not read the measurement.
+        tensor z = rt.call(add_op{3}, {x}, {.cost = 2});
+        CHECK(rt.clock() == 9);
+        // Nor is a recomputation of a supplied cost measured.
+        tensor w = rt.call(add_op{4}, {x}, {.cost = 1});
+        REQUIRE(rt.evict(y));
+        CHECK(read(rt, y) == pattern(0, 16, 1));
+        CHECK(rt.stats().remat_cost == 7);
+        rt.check_invariants();
+        // A measured recomputation is checked like a first run.
+        rt.backend().next = 3;
+        tensor v = rt.call(add_op{5}, {x});
+        REQUIRE(rt.evict(v));
+        rt.backend().next = bogus;
+        CHECK(contains(logic_error_of([&] { (void)read(rt, v); }), "execute() returned a cost of"));
+        CHECK(rt.stats().remat_cost == 7);
+        CHECK(std::isfinite(rt.clock()));
+        rt.check_invariants();
+    }
+}
+
+TEST_CASE("remat_limit must be a number >= 0 at construction, as set_remat_limit requires") {
+    for (const dtr::cost_t limit : {-1.0, std::numeric_limits<double>::quiet_NaN()}) {
+        CAPTURE(limit);
+        CHECK(contains(logic_error_of([&] { host_rt rt({.remat_limit = limit}); }),
+                       "remat_limit must be a number of ns >= 0"));
+    }
+    host_rt unlimited({.remat_limit = std::numeric_limits<double>::infinity()});
+    host_rt zero({.remat_limit = 0});
+    CHECK(zero.options().remat_limit == 0);
 }
 
 TEST_CASE("zero-byte tensors are ordinary") {

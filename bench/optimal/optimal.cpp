@@ -74,6 +74,29 @@ struct options {
     dealloc_policy dealloc = dealloc_policy::eager_evict;
 };
 
+//! The heuristics the DTR strategies run ("dtr:" + name).
+constexpr const char* dtr_heuristic_names[] = {
+    "dtr", "dtr_eqclass", "dtr_local", "msps", "lru", "largest", "dtr_held", "dtr_ancestors_soft"};
+
+//! Every strategy make_strategies() can offer, in its order; a graph gets those that apply
+//! to it (Chen et al.'s need a backward pass, the LP and MILP strategies a small graph).
+std::vector<std::string> strategy_names() {
+    std::vector<std::string> names{"checkpoint_all", "chen_sqrtn_ap", "chen_sqrtn_lin",
+                                   "chen_greedy_ap", "chen_greedy_lin"};
+    for (const char* h : dtr_heuristic_names) names.push_back(std::string("dtr:") + h);
+#if DTR_OPTIMAL_HAVE_CBC
+    for (const char* n : {"lp_bound", "lp_round_det", "lp_round_rand", "checkmate_milp"})
+        names.emplace_back(n);
+#endif
+    return names;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+    std::string out;
+    for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+    return out;
+}
+
 //! Parses the command line into `o` (the tools' convention: dtr_tools/cli.hpp).
 //! @returns nullopt to go on, else the exit status (0 after --help, 2 after a bad argument).
 std::optional<int> parse_args(int argc, char** argv, options& o) {
@@ -93,12 +116,23 @@ std::optional<int> parse_args(int argc, char** argv, options& o) {
         ->check(dtr::tools::non_negative_real)
         ->capture_default_str();
     app.add_option("--json", o.json, "write the results as JSON to FILE");
+    const std::vector<std::string> known = strategy_names();
     app.add_option("--strategies", o.strategies,
-                   "strategies to run (comma list or repeated; default all)")
-        ->delimiter(',');
+                   "strategies to run (comma list or repeated; default all): " + joined(known))
+        ->delimiter(',')
+        ->check(CLI::Validator(
+            [known](std::string& name) -> std::string {
+                if (std::find(known.begin(), known.end(), name) != known.end()) return {};
+                return (name.empty() ? std::string("an empty strategy name")
+                                     : "no strategy named '" + name + "'") +
+                       "; the strategies are: " + joined(known);
+            },
+            "STRATEGY"));
     app.add_option("--budget-index", o.budget_index,
-                   "run only these budgets of the sweep (comma list or repeated)")
-        ->delimiter(',');
+                   "run only these budgets of the sweep, 0-based, each below --budgets (comma "
+                   "list or repeated)")
+        ->delimiter(',')
+        ->check(dtr::tools::non_negative);
     app.add_option("--milp-max-nodes", o.milp_max_nodes, "largest graph for the MILP")
         ->capture_default_str();
     app.add_option("--lp-max-nodes", o.lp_max_nodes, "largest graph for the LP rounding")
@@ -123,6 +157,15 @@ std::optional<int> parse_args(int argc, char** argv, options& o) {
         ->check(CLI::IsMember({"eager", "keep", "keep-once-bound"}))
         ->capture_default_str();
     auto status = dtr::tools::parse_command_line(app, argc, argv);
+    if (status) return status;
+    for (const std::size_t b : o.budget_index) {
+        if (b < o.budgets) continue;
+        std::fprintf(stderr,
+                     "--budget-index: %zu is not a budget of the sweep: --budgets %zu makes "
+                     "budgets 0 to %zu\nRun with --help for more information.\n",
+                     b, o.budgets, o.budgets - 1);
+        return 2;
+    }
     o.restore = restore_name == "hold"      ? restore_pins::hold
                 : restore_name == "planned" ? restore_pins::planned
                                             : restore_pins::yield_when_full;
@@ -288,8 +331,7 @@ std::vector<strategy> make_strategies(const static_graph& g, const options& opt,
     // budget, each tensor released after its last use; the recorded schedule (operator runs,
     // rematerialisations, evictions, frees) is checked like every other. Before the MILP, so
     // that a DTR schedule can be its MIP start.
-    for (const char* name : {"dtr", "dtr_eqclass", "dtr_local", "msps", "lru", "largest",
-                             "dtr_held", "dtr_ancestors_soft"}) {
+    for (const char* name : dtr_heuristic_names) {
         const std::string heuristic = name;
         runtime_options ro;
         ro.restore = opt.restore;
@@ -592,6 +634,16 @@ int main(int argc, char** argv) {
                 return std::find(opt.strategies.begin(), opt.strategies.end(), s.name) ==
                        opt.strategies.end();
             });
+        if (strategies.empty()) {
+            // Chen et al.'s need a backward pass, the LP and MILP ones a small graph (the
+            // note says which were left out, and why).
+            std::fprintf(stderr,
+                         "dtr-optimal: %s: none of the strategies asked for (--strategies %s) "
+                         "applies to this graph\n%s",
+                         file.c_str(), joined(opt.strategies).c_str(), note.str().c_str());
+            ++failures;
+            continue;
+        }
 
         const std::string base_name = std::filesystem::path(file).filename().string();
         std::printf("\n== %s (%s): %zu nodes, %zu edges\n", base_name.c_str(), f.name.c_str(),

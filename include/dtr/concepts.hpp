@@ -26,9 +26,12 @@ namespace dtr {
 //! - `execute(body)`: runs an operator body and returns its cost in nanoseconds on the
 //!   backend's clock. The body is a capturing lambda (`void()`), not a function pointer:
 //!   declare `template <class Body> cost_t execute(Body&& body)`. The runtime ignores the
-//!   result when the caller supplied the cost.
+//!   result when the caller supplied the cost; a measured cost it records must be a finite
+//!   number >= 0 (otherwise the call throws dtr::logic_error, its run discarded).
 //!
 //! Optional members, detected and used when present (docs/backends.md):
+//! - `allocate(bytes, arena::placement)`: a placed allocation (the arena backends), used
+//!   under runtime_options::placement;
 //! - `memory_info()` (dtr::reports_memory, <dtr/memory_report.hpp>): the layout of a fixed
 //!   region (free bytes, largest free block), reported in dtr::out_of_memory;
 //! - `collect_costs(sink, mode)` (dtr::deferred_costs, <dtr/deferred_cost.hpp>): costs

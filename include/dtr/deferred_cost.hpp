@@ -15,7 +15,9 @@
 //!  2. `b.collect_costs(sink, mode)` calls `sink(cost)` once for each finished measurement
 //!     not handed over yet, in the order of the execute() calls that started them, and
 //!     returns how many it handed over. Every measurement is handed over exactly once. The
-//!     sink does not throw.
+//!     sink does not throw. Each cost is a finite number of ns >= 0: the runtime ignores one
+//!     that is not (its run keeps the provisional cost) and, once collect_costs returns,
+//!     throws dtr::logic_error naming it.
 //!  3. `mode` says how much the runtime needs the figures now (cost_collection). Only
 //!     cost_collection::wait may block.
 //!

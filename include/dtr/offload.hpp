@@ -5,8 +5,9 @@
 //! which the runtime copies a victim out instead of dropping it (runtime_options::offload).
 //!
 //! The capability (dtr::offloading_backend) is optional: a runtime over a backend without it
-//! compiles and runs exactly as before, and with runtime_options::offload = off (the
-//! default) a backend with it is never asked to transfer anything. See docs/design.md,
+//! compiles and runs exactly as before under runtime_options::offload = off (the default;
+//! asked to offload, it throws at construction), and with offload off a backend with it is
+//! never asked to transfer anything. See docs/design.md,
 //! "Offload", for the state a storage is in, the clock arithmetic and what the heuristics see.
 #pragma once
 
@@ -56,7 +57,8 @@ struct copy_out_result {
 //! @brief Optional capability of a backend with a second memory tier.
 //!
 //! - `B::host_copy`: a default-constructible, movable handle to a copy in the tier;
-//! - `has_host_tier()`: whether this instance has a tier (false: the capability is unused);
+//! - `has_host_tier()`: whether this instance has a tier (a runtime constructed with
+//!   runtime_options::offload on refuses an instance without one);
 //! - `host_room(n)`: whether the tier can take `n` more bytes now;
 //! - `transfer_cost(n)`: the cost of moving `n` bytes either way, in the runtime's cost
 //!   unit (ns), which the offload decision compares with recomputation;

@@ -146,7 +146,9 @@ enum class restore_pins : std::uint8_t {
 
 //! @brief Whether a victim may be copied out to a second memory tier (host memory) instead of
 //! dropped, on backends with one (dtr::offloading_backend; see <dtr/offload.hpp> and
-//! docs/design.md, "Offload"). Backends without a tier ignore it.
+//! docs/design.md, "Offload"). Anything but `off` needs a backend with a host tier: the
+//! runtime's constructor throws dtr::logic_error for a backend type without the capability
+//! or an instance without a tier, rather than never offloading without a word.
 enum class offload_policy : std::uint8_t {
     //! Never: victims are dropped and recomputed (DTR as published; the default).
     off,
@@ -177,7 +179,8 @@ struct runtime_options {
     constant_update constant_updates = constant_update::constant;
     //! Total rematerialization cost (ns) after which the runtime gives up with
     //! dtr::thrashing instead of recomputing on: a budget too tight for the program makes
-    //! recomputation grow without bound. Default: no limit.
+    //! recomputation grow without bound. Default: no limit. A number >= 0 (the constructor
+    //! throws dtr::logic_error otherwise, as set_remat_limit does).
     cost_t remat_limit = std::numeric_limits<cost_t>::infinity();
     //! Whether a deep restore may take back the pins of the operators waiting on it.
     restore_pins restore = restore_pins::yield_when_full;
@@ -207,8 +210,10 @@ struct runtime_options {
     //! without a copy is charged its out-copy and copy-back in full whatever this is: the
     //! out-copy holds the block an allocation is waiting for. Finite and > 0.
     double copy_back_charge = 1.0;
-    //! Under offload: whether constants (storages without a recipe) may leave the device
-    //! when nothing evictable is left. A framework whose constants share their memory with
+    //! Under offload: whether constants (the storages runtime::constant made, and the
+    //! versions mutations made of them) may leave the device when nothing evictable is left.
+    //! The other storages without a recipe, children of banished storages, are computed into
+    //! the runtime's own blocks and may always leave (runtime::offload_allowed). A framework whose constants share their memory with
     //! objects outside the runtime (the PyTorch bridge adopts parameters' own storages,
     //! which the framework keeps and writes) turns it off: freeing the runtime's block would
     //! not free that memory, and the copy brought back would not be the framework's.

@@ -12,6 +12,12 @@
 
 namespace dtr {
 
+namespace detail {
+//! False, for a static_assert that fires only when its template is instantiated.
+template <class>
+inline constexpr bool dependent_false = false;
+} // namespace detail
+
 //! @brief RAII pin of one tensor's storage.
 //!
 //! Obtained from runtime::pin (read-only) or runtime::pin_for_write (constants being
@@ -60,23 +66,51 @@ public:
     //! @brief Returns: the pinned bytes (the version the tensor named when the guard was
     //! taken); the address is stable while the guard is active.
     //! Throws: dtr::logic_error on a released guard, or when its runtime has been destroyed.
-    [[nodiscard]] buffer_view<pointer> data() const {
+    //!
+    //! The accessors of the bytes (data, span, as) are for a named guard only: on a temporary
+    //! (`rt.pin(t).span()`) the pin would end with the full expression, before anything
+    //! reads the bytes, so those calls do not compile.
+    [[nodiscard]] buffer_view<pointer> data() const& {
         DTR_EXPECTS(runtime_ != nullptr, "data() of a released pin guard");
         DTR_EXPECTS(!handle_.orphaned(), "data() of a pin guard whose runtime has been destroyed");
         return view_;
     }
     //! @brief Returns: data() as a span of bytes (host backends only).
     //! Throws: as data().
-    [[nodiscard]] auto span() const { return data().span(); }
+    [[nodiscard]] auto span() const& { return data().span(); }
     //! @brief Returns: data() as a span of T (host backends only).
     //! Throws: as data(), and as buffer_view::as().
     template <class T>
-    [[nodiscard]] auto as() const {
+    [[nodiscard]] auto as() const& {
         return data().template as<T>();
+    }
+    // On a temporary guard: a compile error that says why (see data()). The pin would end
+    // with the full expression, before the bytes are read: in `for (auto b :
+    // rt.pin(t).span())`, before the loop body runs. (The return type is deduced, so that
+    // the assertion is the first error a compiler reports.)
+    template <class Guard = basic_pin_guard>
+    auto data() const&& {
+        static_assert(detail::dependent_false<Guard>,
+                      "data() of a temporary pin guard: name the guard (auto g = rt.pin(t);)");
+        return view_;
+    }
+    template <class Guard = basic_pin_guard>
+    auto span() const&& {
+        static_assert(detail::dependent_false<Guard>,
+                      "span() of a temporary pin guard: name the guard (auto g = rt.pin(t);)");
+        return view_;
+    }
+    template <class T>
+    auto as() const&& {
+        static_assert(detail::dependent_false<T>,
+                      "as<T>() of a temporary pin guard: name the guard (auto g = rt.pin(t);)");
+        return view_;
     }
     //! @brief Returns: the tensor the guard was taken on (empty once released). After a
     //! mutation it names the tensor's new version, while data() still shows the pinned one.
-    [[nodiscard]] const tensor& handle() const noexcept { return handle_; }
+    [[nodiscard]] const tensor& handle() const& noexcept { return handle_; }
+    //! @brief Returns: as handle(), a copy, on a temporary guard (whose handle dies with it).
+    [[nodiscard]] tensor handle() const&& noexcept { return handle_; }
     //! @brief Returns: whether the guard pins something (not released, not moved from).
     [[nodiscard]] bool active() const noexcept { return runtime_ != nullptr; }
 

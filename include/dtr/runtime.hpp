@@ -117,9 +117,25 @@ public:
                     "runtime_options::offload_ahead needs a backend that copies out ahead of "
                     "eviction (dtr::copying_ahead_backend: copy_stream_idle, copy_out_ahead, "
                     "fence_host_copy); this one does not");
+        // Offload asked of a backend that cannot: refused rather than silently never done.
+        if (options_.offload != offload_policy::off) {
+            if constexpr (offloading_backend<Backend>)
+                DTR_EXPECTS(backend_.has_host_tier(),
+                            "runtime_options::offload is on, but this backend has no host tier "
+                            "(give it one before constructing the runtime: enable_host_tier on "
+                            "host_backend and sim_backend, cuda_backend_options::host_tier); "
+                            "without one, leave offload off");
+            else
+                DTR_EXPECTS(false,
+                            "runtime_options::offload is on, but the backend type has no "
+                            "host tier (dtr::offloading_backend); leave offload off");
+        }
         DTR_EXPECTS(options_.copy_back_charge > 0 &&
                         options_.copy_back_charge <= std::numeric_limits<double>::max(),
                     "runtime_options::copy_back_charge must be finite and > 0");
+        DTR_EXPECTS(options_.remat_limit >= 0,
+                    "runtime_options::remat_limit must be a number of ns >= 0 (infinity: no "
+                    "limit)");
     }
 
     runtime(const runtime&) = delete;
@@ -287,10 +303,12 @@ public:
     //! copy-back now, so that the transfer overlaps the compute until it is read. Room is
     //! made only from storages kept after their last release, where they are the next
     //! victims anyway (a scoring heuristic, while keeps_released() under
-    //! kept_priority::first), and only when those alone suffice: a hint never evicts a
-    //! storage the program holds.
+    //! kept_priority::first), and only when those alone suffice; and the backend must give
+    //! the block at once (a backend below the budget, a fragmented region, a refusal: the
+    //! hint gives up). A hint never evicts a storage the program holds.
     //! Returns: whether a copy-back started.
-    //! Throws: dtr::logic_error on a bad handle or from inside an operator.
+    //! Throws: dtr::logic_error on a bad handle or from inside an operator; what the
+    //! backend's copy_in throws (the storage stays offloaded).
     bool prefetch(const tensor& t);
 
     // ---- state ------------------------------------------------------------------------
@@ -752,11 +770,9 @@ bool runtime<B, H>::prefetch(const tensor& t) {
     busy_scope busy(*this);
     const std::size_t room = options_.budget - counters_.resident_bytes;
     if (s->bytes > room && !pool_.evict_kept(s->bytes - room)) return false;
-    try {
-        offload_.copy_back(s);
-    } catch (const out_of_memory&) {
-        return false; // a hint: the read itself will try again
-    }
+    // Only a block the backend gives at once: its allocator would evict where it refuses
+    // (its capacity, fragmentation), whatever the program holds. The read will try again.
+    if (!offload_.try_copy_back(s)) return false;
     // About to be read: not the stalest storage, or it would be the next victim.
     s->accessed = clock_;
     hook_on_access(*s);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Small checks the unit tests share: expected byte patterns and the text of a logic_error.
+// Small checks the unit tests share: expected byte patterns and the text of an exception.
 #pragma once
 
 #include <dtr/error.hpp>
@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dtr_test {
@@ -23,15 +24,21 @@ inline bool contains(const std::string& text, const std::string& part) {
     return text.find(part) != std::string::npos;
 }
 
+//! The message of the exception of type E that f() throws, or a text saying none was thrown.
+template <class E, class F>
+std::string message_of(F&& f) {
+    try {
+        f();
+    } catch (const E& e) {
+        return e.what();
+    }
+    return "<no exception of the expected type thrown>";
+}
+
 //! The message of the dtr::logic_error f() throws, or a text saying none was thrown.
 template <class F>
 std::string logic_error_of(F&& f) {
-    try {
-        f();
-    } catch (const dtr::logic_error& e) {
-        return e.what();
-    }
-    return "<no dtr::logic_error thrown>";
+    return message_of<dtr::logic_error>(std::forward<F>(f));
 }
 
 } // namespace dtr_test

@@ -107,8 +107,8 @@ struct run_plan {
 };
 
 //! A quarter of the runs inject no fault, the others a random share of up to `max_rate` of
-//! allocations refused and of executions thrown (before or after the body at random), from
-//! their own seed. One run in `every_step` checks the invariants after every step, the
+//! allocations refused, of executions thrown (before or after the body at random) and, on a
+//! backend with a host tier, of transfers thrown, from their own seed. One run in `every_step` checks the invariants after every step, the
 //! others every 16 steps (and after every step that failed): the check walks the whole graph
 //! and would otherwise dominate the test's time. Drawn from `rng` with integer arithmetic
 //! only, so that a printed seed replays the same plan on any platform.
@@ -122,6 +122,7 @@ inline run_plan draw_plan(std::mt19937_64& rng, double max_rate = 0.05,
     plan.faults.allocation_fault_rate = max_rate * unit();
     plan.faults.execution_fault_rate = max_rate * unit();
     plan.faults.after_body_share = unit();
+    plan.faults.transfer_fault_rate = max_rate * unit();
     return plan;
 }
 
@@ -131,7 +132,8 @@ inline std::string describe(const run_plan& p) {
     return "faults(seed " + std::to_string(f.seed) + ", allocations " +
            std::to_string(f.allocation_fault_rate) + ", executions " +
            std::to_string(f.execution_fault_rate) + ", after body " +
-           std::to_string(f.after_body_share) + "), invariants every " +
+           std::to_string(f.after_body_share) + ", transfers " +
+           std::to_string(f.transfer_fault_rate) + "), invariants every " +
            std::to_string(p.invariant_period) + " steps";
 }
 
@@ -155,7 +157,10 @@ struct run_totals {
     std::uint64_t runs = 0, evictions = 0, remats = 0, banishments = 0, ooms = 0, reads = 0;
     std::uint64_t in_place_reuses = 0;
     std::uint64_t budget_lifts = 0, faulty_runs = 0, allocation_faults = 0, execution_faults = 0;
+    std::uint64_t copy_out_faults = 0, copy_in_faults = 0;
     std::uint64_t faults_caught = 0, recoveries = 0, faults_suspended = 0;
+    //! The host tier's traffic.
+    std::uint64_t offloads = 0, copy_backs = 0, copies_ahead = 0, prefetches = 0;
     std::uint64_t guards = 0, guard_reads = 0, guard_mutations = 0, write_guard_rejections = 0;
     void add(const program_trace& t) {
         ++runs;
@@ -166,9 +171,16 @@ struct run_totals {
         ooms += t.ooms;
         reads += t.reads.size();
         budget_lifts += t.budget_lifts;
-        faulty_runs += (t.allocation_faults + t.execution_faults) != 0;
+        faulty_runs +=
+            (t.allocation_faults + t.execution_faults + t.copy_out_faults + t.copy_in_faults) != 0;
         allocation_faults += t.allocation_faults;
         execution_faults += t.execution_faults;
+        copy_out_faults += t.copy_out_faults;
+        copy_in_faults += t.copy_in_faults;
+        offloads += t.offloads;
+        copy_backs += t.copy_backs;
+        copies_ahead += t.copies_ahead;
+        prefetches += t.prefetches;
         faults_caught += t.faults_caught;
         recoveries += t.recoveries;
         faults_suspended += t.faults_suspended;
@@ -183,15 +195,37 @@ struct run_totals {
         auto u = [](std::uint64_t v) { return static_cast<unsigned long long>(v); };
         std::printf(
             "%s: %llu injected faults in %llu of %llu runs (%llu allocations refused, %llu "
-            "executions "
-            "thrown), %llu steps recovered by retrying (%llu injected_fault, %llu out_of_memory "
-            "caught; "
-            "%llu needed injection stopped, %llu the budget lifted); %llu pin guards, %llu reads "
-            "through them, %llu guard-across-mutation events, %llu write-guard rejections\n",
-            label, u(allocation_faults + execution_faults), u(faulty_runs), u(runs),
-            u(allocation_faults), u(execution_faults), u(recoveries), u(faults_caught), u(ooms),
-            u(faults_suspended), u(budget_lifts), u(guards), u(guard_reads), u(guard_mutations),
-            u(write_guard_rejections));
+            "executions thrown, %llu transfers thrown: %llu out, %llu back), %llu steps "
+            "recovered by retrying (%llu injected_fault, %llu out_of_memory caught; %llu needed "
+            "injection stopped, %llu the budget lifted); %llu pin guards, %llu reads through "
+            "them, %llu guard-across-mutation events, %llu write-guard rejections\n",
+            label, u(allocation_faults + execution_faults + copy_out_faults + copy_in_faults),
+            u(faulty_runs), u(runs), u(allocation_faults), u(execution_faults),
+            u(copy_out_faults + copy_in_faults), u(copy_out_faults), u(copy_in_faults),
+            u(recoveries), u(faults_caught), u(ooms), u(faults_suspended), u(budget_lifts),
+            u(guards), u(guard_reads), u(guard_mutations), u(write_guard_rejections));
+    }
+
+    //! The closing line on the host tier (runs with runtime_options::offload).
+    void print_tier(const char* label, std::uint64_t tier_runs) const {
+        auto u = [](std::uint64_t v) { return static_cast<unsigned long long>(v); };
+        std::printf(
+            "%s: %llu runs with a host tier: %llu offloads, %llu copy-backs (%llu of "
+            "them started by a prefetch), %llu copies ahead; %llu transfers thrown by "
+            "injection (%llu out, %llu back)\n",
+            label, u(tier_runs), u(offloads), u(copy_backs), u(prefetches), u(copies_ahead),
+            u(copy_out_faults + copy_in_faults), u(copy_out_faults), u(copy_in_faults));
+    }
+
+    //! Over a whole CI run with a host tier, every kind of transfer must have happened, and
+    //! failed by injection.
+    void check_tier_events() const {
+        CHECK(offloads > 0);
+        CHECK(copy_backs > 0);
+        CHECK(copies_ahead > 0);
+        CHECK(prefetches > 0);
+        CHECK(copy_out_faults > 0);
+        CHECK(copy_in_faults > 0);
     }
 
     //! Over a whole CI run every kind of event must have happened, or the test has stopped

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Random programs for the property test: random DAGs of deterministic byte operators
-// (multi-output, views, in-place updates, data-dependent sizes, releases, reads), run
-// against a runtime by an interpreter that records every value read.
+// (multi-output, views, in-place updates, data-dependent sizes, releases, reads, each read
+// after a prefetch hint), run against a runtime by an interpreter that records every value
+// read.
 //
 // The programs also keep pin guards alive across later steps: read guards on any tensor,
 // and write guards on fresh constants. Guarded tensors are then mutated (the guard must
@@ -10,7 +11,8 @@
 // it was taken (or last written) and recorded like any other read. A call reading a constant
 // under a live write guard must be refused with dtr::logic_error, changing nothing.
 //
-// On a backend that injects faults (dtr::fault_injecting_backend), a step that fails with
+// On a backend that injects faults (dtr::fault_injecting_backend; with a host tier, into the
+// transfers too), a step that fails with
 // dtr::injected_fault or dtr::out_of_memory is retried: a few times with faults, then with
 // injection stopped for that step, then (out_of_memory only) with the budget lifted. The
 // runtime's invariants are checked after every failed attempt, after every step that failed,
@@ -51,6 +53,7 @@ struct program_trace {
     std::uint64_t evictions = 0, remats = 0, banishments = 0;
     std::uint64_t offloads = 0, copy_backs = 0; //!< offload (runtime_options::offload)
     std::uint64_t copies_ahead = 0;             //!< runtime_options::offload_ahead
+    std::uint64_t prefetches = 0;               //!< copy-backs started by runtime::prefetch
     std::uint64_t in_place_reuses = 0;          //!< runtime_options::in_place
     // Pin guards.
     std::uint64_t guards_taken = 0;    //!< read and write guards taken
@@ -61,6 +64,8 @@ struct program_trace {
     // Faults.
     std::uint64_t allocation_faults = 0; //!< allocations the backend was made to refuse
     std::uint64_t execution_faults = 0;  //!< executions the backend was made to throw from
+    std::uint64_t copy_out_faults = 0;   //!< out-copies to the host tier made to throw
+    std::uint64_t copy_in_faults = 0;    //!< copy-backs from the host tier made to throw
     std::uint64_t faults_caught = 0;     //!< dtr::injected_fault that reached a step
     std::uint64_t recoveries = 0;        //!< steps that failed, then succeeded when retried
     std::uint64_t faults_suspended = 0;  //!< steps that needed injection stopped to finish
@@ -139,11 +144,12 @@ public:
         live_.clear();
         rt_.check_invariants();
         if (rt_.storage_count() != 0 || rt_.operator_count() != 0 || rt_.resident_bytes() != 0 ||
-            rt_.backend().used_bytes() != 0) {
+            rt_.backend().used_bytes() != 0 || rt_.stats().host_bytes != 0) {
             std::ostringstream why;
             why << "leak at end: " << rt_.storage_count() << " storages, " << rt_.operator_count()
                 << " recipes, " << rt_.resident_bytes() << " bytes resident, "
-                << rt_.backend().used_bytes() << " bytes held by the backend";
+                << rt_.backend().used_bytes() << " bytes held by the backend, "
+                << rt_.stats().host_bytes << " bytes in the host tier";
             throw std::runtime_error(why.str());
         }
         trace_.peak_resident = rt_.stats().peak_resident_bytes;
@@ -155,9 +161,12 @@ public:
         trace_.offloads = rt_.stats().offloads + rt_.stats().offloads_clean;
         trace_.copy_backs = rt_.stats().copy_backs;
         trace_.copies_ahead = rt_.stats().copies_ahead;
+        trace_.prefetches = rt_.stats().prefetches;
         if constexpr (fault_injecting_runtime<Runtime>) {
             trace_.allocation_faults = rt_.backend().faults().allocation_faults;
             trace_.execution_faults = rt_.backend().faults().execution_faults();
+            trace_.copy_out_faults = rt_.backend().faults().copy_out_faults;
+            trace_.copy_in_faults = rt_.backend().faults().copy_in_faults;
         }
         return std::move(trace_);
     }
@@ -177,7 +186,8 @@ private:
         if constexpr (fault_injecting_runtime<Runtime>) {
             const dtr::fault_options& o = rt_.backend().options();
             return rt_.backend().enabled() &&
-                   (o.allocation_fault_rate > 0 || o.execution_fault_rate > 0);
+                   (o.allocation_fault_rate > 0 || o.execution_fault_rate > 0 ||
+                    o.transfer_fault_rate > 0);
         } else {
             return false;
         }
@@ -522,6 +532,9 @@ private:
 
     void read_value() {
         const dtr::tensor& t = any_live();
+        // A hint first (it starts the copy-back of an offloaded storage, if the budget and
+        // the backend have room now; nothing otherwise): it must change no value.
+        guarded([&] { (void)rt_.prefetch(t); });
         guarded([&] { trace_.reads.push_back(read(rt_, t)); });
         note_floor(footprint({storage_bytes_of(t)}));
     }

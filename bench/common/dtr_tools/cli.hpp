@@ -33,6 +33,15 @@ inline const CLI::Validator positive(
     },
     "POSITIVE");
 
+//! @brief Validator: an integer >= 0 ("--budget-index: must be an integer >= 0, not ''").
+inline const CLI::Validator non_negative(
+    [](std::string& text) -> std::string {
+        if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
+            return "must be an integer >= 0, not '" + text + "'";
+        return {};
+    },
+    "NONNEGATIVE");
+
 namespace detail {
 //! Whether `text` is a whole finite decimal number, and its value.
 inline bool parse_real(const std::string& text, double& value) {

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
 //! @brief fault_injecting_backend: an adaptor around any dtr::backend that makes a chosen
-//! fraction of allocations fail and of operator executions throw, reproducibly from a seed.
+//! fraction of allocations fail, of operator executions throw and, on a backend with a host
+//! tier, of transfers between the tiers throw, reproducibly from a seed.
 //!
 //! Why. The runtime promises that a failed allocation (the backend refusing a block) is
 //! handled by evicting and retrying or by a dtr::out_of_memory that loses nothing, and that
@@ -17,15 +18,21 @@
 //! - execute(body): with probability `execution_fault_rate` the call throws
 //!   dtr::injected_fault, either before the body runs (nothing of it happened) or after the
 //!   wrapped backend ran it (its outputs were written, then the operator failed), the share
-//!   of the latter being `after_body_share`.
-//! deallocate() and copy() are never disturbed (deallocate cannot fail; copy-on-write copies
-//! run inside the operator body, so an execution fault covers them).
+//!   of the latter being `after_body_share`;
+//! - on a backend with a host tier (dtr::offloading_backend, and dtr::copying_ahead_backend),
+//!   copy_out(), copy_out_ahead() and copy_in(): with probability `transfer_fault_rate` the
+//!   call throws dtr::injected_fault without asking the wrapped backend, as a failed transfer
+//!   or a full host tier would (the runtime then drops the victim it was copying out, or
+//!   fails the read that was copying a storage back, losing nothing).
+//! deallocate(), copy(), free_host() and fence_host_copy() are never disturbed (freeing
+//! cannot fail; copy-on-write copies run inside the operator body, so an execution fault
+//! covers them).
 //!
-//! Reproducibility: allocations and executions each draw from their own SplitMix64 stream
-//! seeded from `seed`, one draw per call while injection is enabled (an execution fault
-//! takes a second draw for its site). The n-th allocation or execution therefore fails or
-//! not regardless of the other kind, of the platform's standard library, and of the rate:
-//! with the same seed, a lower rate fails a subset of the calls a higher rate fails.
+//! Reproducibility: allocations, executions and transfers each draw from their own SplitMix64
+//! stream seeded from `seed`, one draw per call while injection is enabled (an execution
+//! fault takes a second draw for its site). The n-th call of each kind therefore fails or not
+//! regardless of the other kinds, of the platform's standard library, and of the rate: with
+//! the same seed, a lower rate fails a subset of the calls a higher rate fails.
 #pragma once
 
 #include <dtr/arena.hpp>
@@ -37,6 +44,7 @@
 #include <dtr/deferred_cost.hpp>
 #include <dtr/error.hpp>
 #include <dtr/memory_report.hpp>
+#include <dtr/offload.hpp>
 
 #include <concepts>
 #include <cstddef>
@@ -49,43 +57,57 @@
 
 namespace dtr {
 
-//! @brief Where an injected execution fault was thrown.
+//! @brief Where an injected fault was thrown.
 enum class fault_site : std::uint8_t {
-    before_body, //!< the operator body did not run
-    after_body,  //!< the wrapped backend ran the body, then the execution failed
+    before_body, //!< execute(): the operator body did not run
+    after_body,  //!< execute(): the wrapped backend ran the body, then the execution failed
+    copy_out,    //!< copy_out() or copy_out_ahead(): nothing was copied to the host tier
+    copy_in,     //!< copy_in(): nothing was copied back from the host tier
 };
 
-//! @brief The exception fault_injecting_backend::execute throws for an injected fault. A
-//! std::runtime_error (not a dtr::logic_error nor an out_of_memory), as a failing kernel or
-//! a device error would be: to the runtime it is whatever an operator throws.
+//! @brief The exception fault_injecting_backend throws for an injected fault in an execution
+//! or a transfer. A std::runtime_error (not a dtr::logic_error nor an out_of_memory), as a
+//! failing kernel or a device error would be: to the runtime it is whatever an operator, or
+//! the backend's tier, throws.
 class injected_fault : public std::runtime_error {
 public:
-    //! @brief The fault of execute() call number `execution`, thrown at `site`; what() names
-    //! both.
-    injected_fault(fault_site site, std::uint64_t execution)
-        : std::runtime_error(std::string("dtr: injected fault ") +
-                             (site == fault_site::before_body ? "before" : "after") +
-                             " the body of execution #" + std::to_string(execution) +
-                             " (fault_injecting_backend)"),
-          site_(site),
-          execution_(execution) {}
-    //! @brief Returns: whether it was thrown before or after the body ran.
+    //! @brief The fault of call number `index` of its kind (execute() calls for the body
+    //! sites, transfers for the copy sites), thrown at `site`; what() names both.
+    injected_fault(fault_site site, std::uint64_t index)
+        : std::runtime_error(describe(site, index)), site_(site), index_(index) {}
+    //! @brief Returns: where it was thrown: before or after an operator's body, or in a
+    //! transfer out to or back from the host tier.
     [[nodiscard]] fault_site site() const noexcept { return site_; }
-    //! @brief Returns: the index of the failed execute() call, counting from 0 for this
-    //! backend (fault_counters::executions before the call).
-    [[nodiscard]] std::uint64_t execution() const noexcept { return execution_; }
+    //! @brief Returns: for the body sites, the index of the failed execute() call, counting
+    //! from 0 for this backend (fault_counters::executions before the call); for the copy
+    //! sites, that of the failed transfer (fault_counters::transfers before it).
+    [[nodiscard]] std::uint64_t execution() const noexcept { return index_; }
 
 private:
+    static std::string describe(fault_site site, std::uint64_t index) {
+        const std::string n = std::to_string(index);
+        if (site == fault_site::before_body || site == fault_site::after_body)
+            return std::string("dtr: injected fault ") +
+                   (site == fault_site::before_body ? "before" : "after") +
+                   " the body of execution #" + n + " (fault_injecting_backend)";
+        return "dtr: injected fault in transfer #" + n + ", a copy " +
+               (site == fault_site::copy_out ? "out to" : "back from") +
+               " the host tier (fault_injecting_backend)";
+    }
+
     fault_site site_;
-    std::uint64_t execution_;
+    std::uint64_t index_;
 };
 
 //! @brief What fault_injecting_backend injects. Rates are probabilities in [0, 1].
 struct fault_options {
-    std::uint64_t seed = 0;           //!< seeds the allocation and the execution streams
+    std::uint64_t seed = 0;           //!< seeds the allocation, execution and transfer streams
     double allocation_fault_rate = 0; //!< share of allocate() calls answered with null
     double execution_fault_rate = 0;  //!< share of execute() calls that throw injected_fault
     double after_body_share = 0.5;    //!< share of execution faults thrown after the body ran
+    //! Share of transfers between the tiers (copy_out, copy_out_ahead, copy_in) that throw
+    //! injected_fault; used only on a backend with a host tier.
+    double transfer_fault_rate = 0;
 };
 
 //! @brief Calls seen and faults injected by a fault_injecting_backend.
@@ -95,27 +117,51 @@ struct fault_counters {
     std::uint64_t executions = 0;         //!< execute() calls
     std::uint64_t faults_before_body = 0; //!< injected_fault thrown before the body
     std::uint64_t faults_after_body = 0;  //!< injected_fault thrown after the body
+    std::uint64_t transfers = 0;          //!< copy_out(), copy_out_ahead() and copy_in() calls
+    std::uint64_t copy_out_faults = 0;    //!< injected_fault thrown by copy_out(_ahead)
+    std::uint64_t copy_in_faults = 0;     //!< injected_fault thrown by copy_in()
     //! @brief Returns: the injected_fault exceptions thrown, before and after the body.
     [[nodiscard]] std::uint64_t execution_faults() const noexcept {
         return faults_before_body + faults_after_body;
     }
-    //! @brief Returns: every fault injected, allocations and executions.
+    //! @brief Returns: the injected_fault exceptions thrown by transfers, out and back.
+    [[nodiscard]] std::uint64_t transfer_faults() const noexcept {
+        return copy_out_faults + copy_in_faults;
+    }
+    //! @brief Returns: every fault injected: allocations, executions and transfers.
     [[nodiscard]] std::uint64_t total() const noexcept {
-        return allocation_faults + execution_faults();
+        return allocation_faults + execution_faults() + transfer_faults();
     }
 };
 
-//! @brief `Backend` with faults injected into its allocations and executions (see the file
-//! comment). Models dtr::backend whenever Backend does, and forwards the optional members the
-//! runtime detects: memory_info() (dtr::reports_memory), collect_costs()
-//! (dtr::deferred_costs) and the region's layout (dtr::reports_layout); also the statistics
-//! and device-access members of this library's backends (capacity, used_bytes, peak_bytes,
-//! refusals, layout, base, stream, device, upload, download, synchronize,
-//! measurements_in_flight) where Backend has them. Anything else: upstream().
+namespace detail {
+//! The wrapped backend's host_copy type, where it has a host tier (dtr::offloading_backend).
+template <class Backend, bool = offloading_backend<Backend>>
+struct forwarded_host_copy {};
+template <class Backend>
+struct forwarded_host_copy<Backend, true> {
+    using host_copy = typename Backend::host_copy;
+};
+//! `Copy` is the host_copy of `Backend`, a backend with a host tier. A concept, so that the
+//! adaptor's members that take one name Backend::host_copy only where it exists.
+template <class Copy, class Backend>
+concept host_copy_of =
+    offloading_backend<Backend> && std::same_as<Copy, typename Backend::host_copy>;
+} // namespace detail
+
+//! @brief `Backend` with faults injected into its allocations, executions and transfers (see
+//! the file comment). Models dtr::backend whenever Backend does, and forwards the optional
+//! members the runtime detects: memory_info() (dtr::reports_memory), collect_costs()
+//! (dtr::deferred_costs), the region's layout (dtr::reports_layout), the cost clock
+//! (dtr::cost_clock) and the host tier (dtr::offloading_backend, dtr::copying_ahead_backend);
+//! also the statistics and device-access members of this library's backends (capacity,
+//! used_bytes, peak_bytes, refusals, layout, base, stream, device, upload, download,
+//! synchronize, measurements_in_flight) where Backend has them. Anything else: upstream(),
+//! which an operator reaches as `ctx.backend().upstream()`.
 //!
 //! Not thread-safe, like the runtime that owns it. Movable when Backend is.
 template <class Backend>
-class fault_injecting_backend {
+class fault_injecting_backend : public detail::forwarded_host_copy<Backend> {
 public:
     //! The wrapped backend's address types.
     using pointer = typename Backend::pointer;
@@ -293,6 +339,70 @@ public:
         upstream_.for_each_block(std::forward<Fn>(fn));
     }
 
+    // ---- dtr::offloading_backend and dtr::copying_ahead_backend, forwarded --------------
+    // The questions are never disturbed; the transfers take one draw each from the transfer
+    // stream and, for a fault, throw injected_fault without asking the wrapped backend.
+
+    //! @brief Returns: upstream().has_host_tier().
+    [[nodiscard]] bool has_host_tier() const noexcept requires offloading_backend<Backend> {
+        return upstream_.has_host_tier();
+    }
+    //! @brief Returns: upstream().host_room(bytes).
+    [[nodiscard]] bool host_room(std::size_t bytes) const noexcept requires
+        offloading_backend<Backend> {
+        return upstream_.host_room(bytes);
+    }
+    //! @brief Returns: upstream().transfer_cost(bytes).
+    [[nodiscard]] cost_t transfer_cost(std::size_t bytes) const noexcept requires
+        offloading_backend<Backend> {
+        return upstream_.transfer_cost(bytes);
+    }
+    //! @brief Returns: upstream().transfers_overlap().
+    [[nodiscard]] bool transfers_overlap() const noexcept requires offloading_backend<Backend> {
+        return upstream_.transfers_overlap();
+    }
+    //! @brief upstream().copy_out(src, bytes, now), unless a fault is injected.
+    //! Effects: counts the call (fault_counters::transfers); while enabled(), one draw from
+    //! the transfer stream.
+    //! Throws: dtr::injected_fault (fault_site::copy_out) with probability
+    //! fault_options::transfer_fault_rate, nothing copied; what the wrapped copy_out throws.
+    [[nodiscard]] auto copy_out(const_pointer src, std::size_t bytes,
+                                cost_t now) requires offloading_backend<Backend> {
+        inject_transfer_fault(fault_site::copy_out);
+        return upstream_.copy_out(src, bytes, now);
+    }
+    //! @brief upstream().copy_out_ahead(src, bytes, now), unless a fault is injected.
+    //! Effects, Throws: as copy_out().
+    [[nodiscard]] auto copy_out_ahead(const_pointer src, std::size_t bytes,
+                                      cost_t now) requires copying_ahead_backend<Backend> {
+        inject_transfer_fault(fault_site::copy_out);
+        return upstream_.copy_out_ahead(src, bytes, now);
+    }
+    //! @brief upstream().copy_in(dst, copy, bytes, now), unless a fault is injected.
+    //! Effects: as copy_out().
+    //! Throws: dtr::injected_fault (fault_site::copy_in) with probability
+    //! fault_options::transfer_fault_rate, nothing copied; what the wrapped copy_in throws.
+    template <detail::host_copy_of<Backend> HostCopy>
+    cost_t copy_in(pointer dst, const HostCopy& copy, std::size_t bytes, cost_t now) {
+        inject_transfer_fault(fault_site::copy_in);
+        return upstream_.copy_in(dst, copy, bytes, now);
+    }
+    //! @brief Effects: upstream().free_host(copy, bytes); never disturbed.
+    template <detail::host_copy_of<Backend> HostCopy>
+    void free_host(HostCopy& copy, std::size_t bytes) noexcept {
+        upstream_.free_host(copy, bytes);
+    }
+    //! @brief Returns: upstream().copy_stream_idle(now).
+    [[nodiscard]] bool copy_stream_idle(cost_t now) const noexcept requires
+        copying_ahead_backend<Backend> {
+        return upstream_.copy_stream_idle(now);
+    }
+    //! @brief Effects: upstream().fence_host_copy(copy); never disturbed.
+    template <detail::host_copy_of<Backend> HostCopy>
+    void fence_host_copy(const HostCopy& copy) noexcept requires copying_ahead_backend<Backend> {
+        upstream_.fence_host_copy(copy);
+    }
+
     // ---- fault control ----------------------------------------------------------------
 
     //! @brief Effects: new rates and seed; both streams restart from the new seed (the
@@ -307,9 +417,11 @@ public:
         check(options.allocation_fault_rate, "allocation_fault_rate");
         check(options.execution_fault_rate, "execution_fault_rate");
         check(options.after_body_share, "after_body_share");
+        check(options.transfer_fault_rate, "transfer_fault_rate");
         options_ = options;
         allocation_state_ = options.seed ^ 0x6a09e667f3bcc908ULL;
         execution_state_ = options.seed ^ 0xbb67ae8584caa73bULL;
+        transfer_state_ = options.seed ^ 0x3c6ef372fe94f82bULL;
     }
     //! @brief Returns: the options in force.
     [[nodiscard]] const fault_options& options() const noexcept { return options_; }
@@ -409,11 +521,20 @@ private:
         return static_cast<double>(x >> 11) * 0x1.0p-53;
     }
 
+    //! Counts a transfer and, while enabled, throws the fault the transfer stream draws.
+    void inject_transfer_fault(fault_site site) {
+        const std::uint64_t index = counters_.transfers++;
+        if (!enabled_ || !(draw(transfer_state_) < options_.transfer_fault_rate)) return;
+        ++(site == fault_site::copy_in ? counters_.copy_in_faults : counters_.copy_out_faults);
+        throw injected_fault(site, index);
+    }
+
     Backend upstream_;
     fault_options options_{};
     fault_counters counters_{};
     std::uint64_t allocation_state_ = 0;
     std::uint64_t execution_state_ = 0;
+    std::uint64_t transfer_state_ = 0;
     bool enabled_ = true;
     // Deferred costs: indices (in the wrapped backend's execute() order) of measurements to
     // drop, ascending, and how many measurements were started and handed over so far.
@@ -434,5 +555,8 @@ static_assert(!deferred_costs<fault_injecting_backend<host_backend>>);
 static_assert(!reports_layout<fault_injecting_backend<host_backend>>);
 static_assert(cost_clock<fault_injecting_backend<host_backend>>);
 static_assert(!cost_clock<fault_injecting_backend<sim_backend>>);
+static_assert(copying_ahead_backend<fault_injecting_backend<host_backend>>);
+static_assert(copying_ahead_backend<fault_injecting_backend<sim_backend>>);
+static_assert(!offloading_backend<fault_injecting_backend<host_arena_backend>>);
 
 } // namespace dtr

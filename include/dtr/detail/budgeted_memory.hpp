@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
 //! @brief Allocation under the budget: evict until a request fits, ask the backend, evict
-//! more when the backend has no block, and explain an allocation that cannot be made.
+//! more when the backend has no block, and explain an allocation that cannot be made; and
+//! the allocation of a hint, which evicts nothing.
 #pragma once
 
 #include <dtr/arena.hpp>
@@ -16,6 +17,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <new>
 #include <optional>
 #include <sstream>
@@ -38,8 +40,21 @@ public:
 
     //! @brief `bytes` from the backend, evicting victims first until they fit under the
     //! budget, and more while the backend refuses (fragmentation).
-    //! Throws: dtr::out_of_memory when nothing evictable is left.
-    pointer allocate(std::size_t bytes);
+    //!
+    //! `copied_back`: the offloaded storage the block is for (a copy-back), or null: a buffer
+    //! of the running operator or, outside an operator, a new constant. Under
+    //! placement_policy::constants_high the blocks of storages without a recipe (constants,
+    //! and copy-backs of such storages) come from the top of the region; the out_of_memory
+    //! message names what the block was for.
+    //! Throws: dtr::out_of_memory when nothing evictable is left, or at once, evicting
+    //! nothing, when the request is larger than the backend's whole region.
+    pointer allocate(std::size_t bytes, const storage* copied_back = nullptr);
+
+    //! @brief For a hint (runtime::prefetch): a block for copying `copied_back` back, if the
+    //! budget has room for it now and the backend gives one at once.
+    //! Returns: the block, or the null pointer with nothing evicted (whatever the backend's
+    //! reason: capacity, fragmentation, a transient refusal).
+    pointer try_allocate(const storage& copied_back);
 
     //! @brief Gives `bytes` at `p` back to the backend.
     void free(pointer p, std::size_t bytes) noexcept {
@@ -52,17 +67,35 @@ public:
     void shrink_to(std::size_t bytes);
 
 private:
-    [[noreturn]] void throw_out_of_memory(std::size_t bytes, bool backend_refused,
-                                          bool system_refused = false) const;
+    //! Why an allocation failed.
+    enum class refusal : std::uint8_t {
+        budget,  //!< over the budget with nothing evictable left
+        backend, //!< the backend returned no block
+        system,  //!< the system allocator behind the backend threw std::bad_alloc
+        region,  //!< larger than the backend's whole region
+    };
+
+    //! One request to the backend, placed as runtime_options::placement says for the block's
+    //! use; the null pointer when it refuses (`system_refused` set when it threw bad_alloc).
+    pointer ask_backend(std::size_t bytes, const storage* copied_back, bool& system_refused);
+    //! Counts `bytes` taken from the backend as resident; waits for the out-copies whose
+    //! blocks the backend may have handed out again.
+    void count_allocation(std::size_t bytes) noexcept;
+    //! Whether `bytes`, rounded to the region's alignment, exceed the backend's whole region
+    //! (on a backend that describes one: dtr::reports_memory).
+    [[nodiscard]] bool beyond_region(std::size_t bytes) const noexcept;
+    [[noreturn]] void throw_out_of_memory(std::size_t bytes, const storage* copied_back,
+                                          refusal why) const;
 
     using base::rt_;
 };
 
 template <class Rt, class Backend, class Meta>
-auto budgeted_memory<Rt, Backend, Meta>::allocate(std::size_t bytes) -> pointer {
+auto budgeted_memory<Rt, Backend, Meta>::allocate(std::size_t bytes, const storage* copied_back)
+    -> pointer {
     const runtime_options& options = rt_.options_;
     counters& stats = rt_.counters_;
-    if (bytes > options.budget) throw_out_of_memory(bytes, false);
+    if (bytes > options.budget) throw_out_of_memory(bytes, copied_back, refusal::budget);
     bool system_refused = false;
     bool refused = false; // the backend refused this request once already
     // Evicting for an operator's output is the runtime's work, not the operator's: on a
@@ -78,42 +111,23 @@ auto budgeted_memory<Rt, Backend, Meta>::allocate(std::size_t bytes) -> pointer 
             }
         }
     };
+    // What no eviction can make room for fails before anything is evicted.
+    if (bytes > options.budget - stats.resident_bytes && beyond_region(bytes))
+        throw_out_of_memory(bytes, copied_back, refusal::region);
     while (bytes > options.budget - stats.resident_bytes) {
         start_timing();
         storage* victim = rt_.pool_.choose_victim();
         if (victim == nullptr) {
             if (rt_.offload_.offload_fixed()) continue; // a constant leaves for the host tier
             if (rt_.remat_.yield_pins()) continue; // a restore's lower frames let go: try again
-            throw_out_of_memory(bytes, false);
+            throw_out_of_memory(bytes, copied_back, refusal::budget);
         }
         rt_.pool_.evict(victim, false);
     }
     for (;;) {
-        pointer p{};
-        try {
-            // Outside an operator's run, the only allocations are constants'.
-            if constexpr (requires(Backend & b) { b.allocate(bytes, arena::placement::high); }) {
-                const bool high =
-                    options.placement == placement_policy::constants_high && !rt_.exec_.running();
-                p = rt_.backend_.allocate(
-                    bytes, high ? arena::placement::high : arena::placement::best_fit);
-            } else {
-                p = rt_.backend_.allocate(bytes);
-            }
-        } catch (const out_of_memory&) {
-            throw;
-        } catch (const std::bad_alloc&) {
-            // The system allocator behind the backend failed (a host backend under an
-            // unlimited budget): a refusal like any other, explained as ours.
-            system_refused = true;
-        }
+        const pointer p = ask_backend(bytes, copied_back, system_refused);
         if (p != pointer{}) {
-            stats.resident_bytes += bytes;
-            stats.peak_resident_bytes = std::max(stats.peak_resident_bytes, stats.resident_bytes);
-            ++stats.allocations;
-            stats.bytes_allocated += bytes;
-            rt_.offload_
-                .wait_for_freed_memory(); // offloaded victims' blocks: reusable once copied out
+            count_allocation(bytes);
             if constexpr (cost_clock<Backend>) {
                 if (timing) rt_.exec_.add_runtime_work(rt_.backend_.cost_clock() - work_start);
             }
@@ -126,14 +140,16 @@ auto budgeted_memory<Rt, Backend, Meta>::allocate(std::size_t bytes) -> pointer 
         if (!refused) {
             refused = true;
             ++stats.fragmented_allocations;
+            if (beyond_region(bytes)) throw_out_of_memory(bytes, copied_back, refusal::region);
         }
+        const refusal why = system_refused ? refusal::system : refusal::backend;
         start_timing();
         if (!system_refused) {
             const window_outcome w = rt_.pool_.evict_window(bytes);
             if (w == window_outcome::none) {
                 if (rt_.offload_.offload_fixed()) continue;
                 if (rt_.remat_.yield_pins()) continue;
-                throw_out_of_memory(bytes, true);
+                throw_out_of_memory(bytes, copied_back, why);
             }
             if (w == window_outcome::evicted) {
                 ++stats.allocation_retries;
@@ -144,10 +160,70 @@ auto budgeted_memory<Rt, Backend, Meta>::allocate(std::size_t bytes) -> pointer 
         if (victim == nullptr) {
             if (rt_.offload_.offload_fixed()) continue;
             if (rt_.remat_.yield_pins()) continue;
-            throw_out_of_memory(bytes, true, system_refused);
+            throw_out_of_memory(bytes, copied_back, why);
         }
         ++stats.allocation_retries;
         rt_.pool_.evict(victim, false);
+    }
+}
+
+template <class Rt, class Backend, class Meta>
+auto budgeted_memory<Rt, Backend, Meta>::try_allocate(const storage& copied_back) -> pointer {
+    const std::size_t bytes = copied_back.bytes;
+    if (bytes > rt_.options_.budget - rt_.counters_.resident_bytes) return pointer{};
+    bool system_refused = false;
+    const pointer p = ask_backend(bytes, &copied_back, system_refused);
+    if (p != pointer{}) count_allocation(bytes);
+    return p;
+}
+
+template <class Rt, class Backend, class Meta>
+auto budgeted_memory<Rt, Backend, Meta>::ask_backend(std::size_t bytes, const storage* copied_back,
+                                                     bool& system_refused) -> pointer {
+    try {
+        if constexpr (requires(Backend & b) { b.allocate(bytes, arena::placement::high); }) {
+            // Storages without a recipe are walls for fragmentation-aware eviction: new
+            // constants (outside an operator's run, the only allocations besides copy-backs)
+            // and copy-backs of constants. A computed storage's copy-back is not one.
+            const bool wall =
+                copied_back != nullptr ? copied_back->producer == nullptr : !rt_.exec_.running();
+            const bool high = rt_.options_.placement == placement_policy::constants_high && wall;
+            return rt_.backend_.allocate(
+                bytes, high ? arena::placement::high : arena::placement::best_fit);
+        } else {
+            return rt_.backend_.allocate(bytes);
+        }
+    } catch (const out_of_memory&) {
+        throw;
+    } catch (const std::bad_alloc&) {
+        // The system allocator behind the backend failed (a host backend under an
+        // unlimited budget): a refusal like any other, explained as ours.
+        system_refused = true;
+        return pointer{};
+    }
+}
+
+template <class Rt, class Backend, class Meta>
+void budgeted_memory<Rt, Backend, Meta>::count_allocation(std::size_t bytes) noexcept {
+    counters& stats = rt_.counters_;
+    stats.resident_bytes += bytes;
+    stats.peak_resident_bytes = std::max(stats.peak_resident_bytes, stats.resident_bytes);
+    ++stats.allocations;
+    stats.bytes_allocated += bytes;
+    rt_.offload_.wait_for_freed_memory(); // offloaded victims' blocks: reusable once copied out
+}
+
+template <class Rt, class Backend, class Meta>
+bool budgeted_memory<Rt, Backend, Meta>::beyond_region(std::size_t bytes) const noexcept {
+    if constexpr (reports_memory<Backend>) {
+        const std::optional<memory_report> m = rt_.backend_.memory_info();
+        if (!m) return false;
+        const std::size_t a = std::max<std::size_t>(m->alignment, 1);
+        // Rounded up as the region would (a zero-byte request takes a unit), without overflow.
+        return bytes > m->capacity || (bytes == 0 ? a : (bytes + a - 1) / a * a) > m->capacity;
+    } else {
+        (void)bytes;
+        return false;
     }
 }
 
@@ -175,8 +251,8 @@ void budgeted_memory<Rt, Backend, Meta>::shrink_to(std::size_t bytes) {
 
 template <class Rt, class Backend, class Meta>
 void budgeted_memory<Rt, Backend, Meta>::throw_out_of_memory(std::size_t bytes,
-                                                             bool backend_refused,
-                                                             bool system_refused) const {
+                                                             const storage* copied_back,
+                                                             refusal why) const {
     out_of_memory::details d;
     d.requested = bytes;
     d.budget = rt_.options_.budget;
@@ -200,41 +276,61 @@ void budgeted_memory<Rt, Backend, Meta>::throw_out_of_memory(std::size_t bytes,
                                           if (s.is_resident) sum += s.bytes;
                                       return sum;
                                   }());
+    std::optional<memory_report> m;
+    if constexpr (reports_memory<Backend>) m = rt_.backend_.memory_info();
+    // The region rounds requests up to its alignment (a zero-byte one takes a unit).
+    const std::size_t a = m ? std::max<std::size_t>(m->alignment, 1) : 1;
+    const std::size_t need = bytes == 0 ? a : bytes + (a - bytes % a) % a;
     std::ostringstream msg;
     msg << "dtr: out of memory: cannot allocate " << bytes << " bytes";
-    if (rt_.exec_.running())
+    if (copied_back != nullptr)
+        msg << " to copy storage #" << copied_back->sid << " back from the host tier";
+    else if (rt_.exec_.running())
         msg << " for operator #" << rt_.exec_.running_op().id
             << (rt_.exec_.rematerializing() ? " (rematerializing it)" : "");
+    else
+        msg << " for a new constant";
     msg << " under a budget of " << d.budget << " bytes; " << d.resident
         << " bytes resident, of which " << d.pinned << " bytes in " << d.pinned_storages
         << " storages cannot be evicted (pinned: " << pinned << ", constants: " << constants
         << ", without a recipe: " << unrecipied << ") and " << in_flight
         << " bytes are buffers of the running operator";
-    if (system_refused)
-        msg << "; the budget allows it but the system allocator behind the backend failed "
-               "(std::bad_alloc) even with everything evictable evicted";
-    else if (backend_refused)
-        msg << "; the budget allows it but the backend has no block of that size";
-    else
-        msg << "; nothing evictable is left";
-    if constexpr (reports_memory<Backend>) {
+    switch (why) {
+        case refusal::budget:
+            msg << "; nothing evictable is left";
+            break;
+        case refusal::region:
+            msg << "; the request is larger than the backend's whole region of " << m->capacity
+                << " bytes: no eviction can make room for it";
+            break;
+        case refusal::system:
+            msg << "; the budget allows it but the system allocator behind the backend failed "
+                   "(std::bad_alloc) even with everything evictable evicted";
+            break;
+        case refusal::backend:
+            // Only the region's figures can tell why; a refusal they do not explain is not
+            // blamed on fragmentation.
+            if (m && m->largest_free >= need)
+                msg << "; the budget allows it, but the backend refused it although its largest "
+                       "free block would hold it (neither fragmentation nor a full region: a "
+                       "transient or injected refusal)";
+            else
+                msg << "; the budget allows it but the backend has no block of that size";
+            break;
+    }
+    if (m) {
         // Tell fragmentation (free bytes enough, no block large enough) from exhaustion.
-        if (const std::optional<memory_report> m = rt_.backend_.memory_info()) {
-            d.largest_free = m->largest_free;
-            d.free_total = m->free;
-            const auto old_precision = msg.precision(3);
-            msg << "; backend region of " << m->capacity << " bytes: " << m->free
-                << " bytes free in " << m->free_blocks
-                << (m->free_blocks == 1 ? " block" : " blocks") << ", largest free block "
-                << m->largest_free << " bytes, fragmentation " << 100.0 * m->fragmentation() << "%";
-            msg.precision(old_precision);
-            // The region rounds requests up to its alignment (a zero-byte one takes a unit).
-            const std::size_t a = std::max<std::size_t>(m->alignment, 1);
-            const std::size_t need = bytes == 0 ? a : bytes + (a - bytes % a) % a;
-            if (backend_refused && need >= bytes && m->free >= need)
-                msg << " (the free bytes would hold the " << need
-                    << " bytes needed, but no contiguous block does: fragmentation)";
-        }
+        d.largest_free = m->largest_free;
+        d.free_total = m->free;
+        const auto old_precision = msg.precision(3);
+        msg << "; backend region of " << m->capacity << " bytes: " << m->free << " bytes free in "
+            << m->free_blocks << (m->free_blocks == 1 ? " block" : " blocks")
+            << ", largest free block " << m->largest_free << " bytes, fragmentation "
+            << 100.0 * m->fragmentation() << "%";
+        msg.precision(old_precision);
+        if (why == refusal::backend && need >= bytes && m->largest_free < need && m->free >= need)
+            msg << " (the free bytes would hold the " << need
+                << " bytes needed, but no contiguous block does: fragmentation)";
     }
     throw out_of_memory(msg.str(), d);
 }

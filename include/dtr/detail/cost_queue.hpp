@@ -8,8 +8,12 @@
 #include <dtr/counters.hpp>
 #include <dtr/deferred_cost.hpp>
 #include <dtr/detail/dependency_graph.hpp>
+#include <dtr/detail/duration_text.hpp>
+#include <dtr/error.hpp>
 
+#include <cmath>
 #include <cstddef>
+#include <string>
 #include <vector>
 
 namespace dtr::detail {
@@ -50,9 +54,24 @@ public:
     }
 
     //! @brief Takes the measurements the backend hands over in `mode`.
+    //! Throws: what the backend's collect_costs() throws; dtr::logic_error when it handed
+    //! over a cost that is not a finite number >= 0 (that one is ignored: its run keeps the
+    //! provisional cost; the others are taken).
     void collect(cost_collection mode) {
         if constexpr (deferred_costs<Backend>) {
-            rt_.backend_.collect_costs([this](cost_t actual) noexcept { apply(actual); }, mode);
+            bool bad = false;
+            cost_t first_bad = 0;
+            rt_.backend_.collect_costs(
+                [&](cost_t actual) noexcept {
+                    if (std::isfinite(actual) && actual >= 0) {
+                        apply(actual);
+                    } else {
+                        skip();
+                        if (!bad) first_bad = actual;
+                        bad = true;
+                    }
+                },
+                mode);
             // Drop the entries handed over; in steady state some are always in flight, so
             // waiting for the queue to empty would let it grow without bound.
             if (head_ == pending_.size()) {
@@ -63,6 +82,10 @@ public:
                                pending_.begin() + static_cast<std::ptrdiff_t>(head_));
                 head_ = 0;
             }
+            DTR_EXPECTS(!bad, "the backend's collect_costs() handed over a cost of " +
+                                  duration_text(first_bad) +
+                                  "; a measured cost must be a finite number of ns >= 0 (its "
+                                  "operator keeps the provisional cost)");
         } else {
             (void)mode;
         }
@@ -76,6 +99,11 @@ private:
         bool remat;
         bool apply; //!< false when the recorded cost was supplied, not measured
     };
+
+    //! The next measurement arrived but is not a duration: its run keeps what it recorded.
+    void skip() noexcept {
+        if (head_ != pending_.size()) ++head_;
+    }
 
     void apply(cost_t actual) noexcept {
         // More results than executions would break the protocol; never pair them with nothing.

@@ -10,12 +10,14 @@
 #include <dtr/counters.hpp>
 #include <dtr/deferred_cost.hpp>
 #include <dtr/detail/dependency_graph.hpp>
+#include <dtr/detail/duration_text.hpp>
 #include <dtr/error.hpp>
 #include <dtr/op_context.hpp>
 #include <dtr/options.hpp>
 #include <dtr/tensor.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -100,6 +102,9 @@ private:
     };
 
     void execute(op& o, bool remat, const std::optional<cost_t>& supplied);
+    //! Throws dtr::logic_error unless `measured`, the cost the backend measured for `o`, is
+    //! a finite number >= 0.
+    void check_measured_cost(const op& o, cost_t measured) const;
     //! The buffers of the new versions of the storages `o` mutates: copy-on-write targets,
     //! or the old version's own block where runtime_options::in_place allows it. Throws:
     //! as allocating; the buffers taken so far are the caller's to free (discard).
@@ -205,6 +210,10 @@ void execution<Rt, Backend, Meta>::execute(op& o, bool remat,
                         "operator #" + std::to_string(o.id) + " did not produce output " +
                             std::to_string(i) + " of " + std::to_string(o.n_outputs) +
                             " (each output needs ctx.output() or ctx.alias())");
+        // A measurement the run will record must be a duration: NaN or a negative cost
+        // would make the clock and the costs the heuristics read meaningless, and the clock
+        // run backwards. A supplied cost makes the measurement irrelevant.
+        if (remat ? !o.cost_supplied : !supplied) check_measured_cost(o, measured);
     } catch (...) {
         rt_.in_operator_ = false;
         discard(o, remat);
@@ -275,13 +284,23 @@ void execution<Rt, Backend, Meta>::execute(op& o, bool remat,
     op_ = nullptr;
     const cost_t spent = stats.remat_cost - rt_.remat_allowance_start_;
     if (remat && spent > rt_.options_.remat_limit)
-        throw thrashing("dtr: rematerialization cost " + std::to_string(spent) +
-                            " ns exceeds the limit of " + std::to_string(rt_.options_.remat_limit) +
-                            " ns (runtime_options::remat_limit) while restoring operator #" +
+        throw thrashing("dtr: rematerialization cost " + duration_text(spent) +
+                            " exceeds the limit of " + duration_text(rt_.options_.remat_limit) +
+                            " (runtime_options::remat_limit) while restoring operator #" +
                             std::to_string(o.id) +
                             "; raise the budget (set_budget) or restart the allowance "
                             "(set_remat_limit) to go on",
                         spent);
+}
+
+template <class Rt, class Backend, class Meta>
+void execution<Rt, Backend, Meta>::check_measured_cost(const op& o, cost_t measured) const {
+    DTR_EXPECTS(std::isfinite(measured) && measured >= 0,
+                "the backend's execute() returned a cost of " + duration_text(measured) +
+                    " for operator #" + std::to_string(o.id) +
+                    (remat_ ? " (rematerializing it)" : "") +
+                    "; a measured cost must be a finite number of ns >= 0 (the run is "
+                    "discarded)");
 }
 
 template <class Rt, class Backend, class Meta>

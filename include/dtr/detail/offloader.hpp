@@ -91,13 +91,25 @@ public:
     }
 
     //! @brief The fallback when nothing evictable is left: offloads the least recently used
-    //! resident, unpinned storage without a recipe (a constant). Returns: whether one left.
+    //! resident, unpinned storage without a recipe (a constant, or the child of a banished
+    //! storage), not a constant that runtime_options::offload_constants and allow_offload
+    //! keep on the device (runtime::offload_allowed). Returns: whether one left.
     bool offload_fixed() noexcept;
 
     //! @brief Copies an offloaded storage back into a new block under the budget (a
     //! "restore" by transfer). Throws: dtr::out_of_memory (nothing changed) when no block
-    //! can be had.
-    void copy_back(storage* s);
+    //! can be had; what the backend's copy_in throws (the block is given back).
+    void copy_back(storage* s) { fill_from_host(s, rt_.memory_.allocate(s->bytes, s)); }
+
+    //! @brief For a hint: copies `s` back only if the budget has room for it and the backend
+    //! gives a block at once, evicting nothing. Returns: whether the copy-back started.
+    //! Throws: what the backend's copy_in throws (the block is given back).
+    bool try_copy_back(storage* s) {
+        const pointer p = rt_.memory_.try_allocate(*s);
+        if (p == pointer{}) return false;
+        fill_from_host(s, p);
+        return true;
+    }
 
     //! @brief Returns: whether victims' scores are multiplied by score_factor() (offload on,
     //! on a backend with a tier); false lets a scan skip the factor.
@@ -182,6 +194,9 @@ private:
     }
     //! Frees the device block of `s`, which has a valid host copy (now offloaded).
     void leave_device(storage* s) noexcept;
+    //! Copies offloaded `s` back into block `p`, taken for it under the budget; gives `p`
+    //! back and rethrows when the copy fails.
+    void fill_from_host(storage* s, pointer p);
     //! The device block of `s`, which has a valid host copy, is about to be freed: its
     //! reuse waits until the out-copy has read it (on the clock, and on the backend).
     void source_freed(storage* s) noexcept {
@@ -299,7 +314,9 @@ bool offloader<Rt, Backend, Meta>::offload_fixed() noexcept {
         storage* best = nullptr;
         for (storage& s : rt_.graph_.storages) {
             if (!s.is_resident || s.producer != nullptr || s.pins != 0) continue;
-            if (!rt_.options_.offload_constants && !s.may_offload) continue;
+            // A constant may share its bytes with the framework (offload_constants); a
+            // banished storage's child is the runtime's own.
+            if (s.is_constant && !rt_.options_.offload_constants && !s.may_offload) continue;
             if (!s.host.valid() && !rt_.backend_.host_room(s.bytes)) continue;
             if (best == nullptr || s.accessed < best->accessed) best = &s;
         }
@@ -316,10 +333,8 @@ bool offloader<Rt, Backend, Meta>::offload_fixed() noexcept {
 }
 
 template <class Rt, class Backend, class Meta>
-void offloader<Rt, Backend, Meta>::copy_back(storage* s) {
+void offloader<Rt, Backend, Meta>::fill_from_host(storage* s, pointer p) {
     if constexpr (offloading_backend<Backend>) {
-        const pointer p =
-            rt_.memory_.allocate(s->bytes); // may evict (or offload) others; throws: unchanged
         cost_t done = rt_.clock_;
         try {
             done = rt_.backend_.copy_in(p, std::as_const(s->host.copy()), s->bytes, rt_.clock_);
@@ -337,7 +352,7 @@ void offloader<Rt, Backend, Meta>::copy_back(storage* s) {
         rt_.pool_.refresh(s);
         if (!rt_.backend_.transfers_overlap()) stall_until(done, &counters::copy_back_stall);
     } else {
-        (void)s;
+        rt_.memory_.free(p, s->bytes);
         throw logic_error("dtr: internal error: copy_back on a backend without a host tier");
     }
 }

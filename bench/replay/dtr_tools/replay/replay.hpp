@@ -13,6 +13,7 @@
 #include <dtr/runtime.hpp>
 #include <dtr_tools/replay/log_reader.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -185,7 +186,9 @@ replay_result run_replay(const trace& t, const replay_options& options,
                                .offload_ahead = options.offload_ahead,
                                .copy_back_charge = options.copy_back_charge};
     // Thrashing is caught inside a rematerialization too: a deep one can cost without bound.
-    if (thrash_at > 0) rt_options.remat_limit = thrash_at - options.baseline_compute;
+    // (A thrash limit below 1 leaves no allowance at all: the runtime takes no negative one.)
+    if (thrash_at > 0)
+        rt_options.remat_limit = std::max<cost_t>(0, thrash_at - options.baseline_compute);
     sim_backend backend =
         options.arena_alignment == 0
             ? sim_backend{}
