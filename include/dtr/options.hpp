@@ -159,6 +159,19 @@ enum class offload_policy : std::uint8_t {
     always,
 };
 
+//! @brief Whether the runtime learns the program's repeating step and tells the policy when
+//! each storage is read next (docs/design.md, "Steps").
+enum class step_learning : std::uint8_t {
+    //! Steps come from runtime::begin_step() when the program calls it; until it does, the
+    //! runtime looks for a repeating sequence of operators itself (operator key, input and
+    //! output sizes, which earlier outputs each operator reads). The default.
+    automatic,
+    //! Only runtime::begin_step() marks steps; no detection.
+    marks_only,
+    //! Nothing is recorded: no forecast, no cost per call.
+    off,
+};
+
 //! @brief Construction-time settings of a runtime.
 struct runtime_options {
     //! Hard limit on resident bytes (sum of the sizes of resident storages, plus buffers of
@@ -217,6 +230,13 @@ struct runtime_options {
     bool offload_constants = true;
     //! Where in-place updates of computed storages write their new version.
     in_place_writes in_place = in_place_writes::copy;
+    //! Whether the runtime learns the program's step (step_learning).
+    step_learning steps = step_learning::automatic;
+    //! The longest step, in operator calls, the runtime records: a step of more calls gets no
+    //! forecast. Bounds the recording's memory: at most 3 x step_limit calls are held (the
+    //! recent calls and the recorded step), each 80 bytes plus 16 per input and output (about
+    //! 140 bytes for a call with two inputs and one output: 27 MiB at the default limit).
+    std::uint32_t step_limit = 1U << 16;
 };
 
 //! @brief Per-call settings of runtime::call.
@@ -227,6 +247,12 @@ struct call_options {
     //! Indices of inputs the operator updates in place. Each such input's storage gets a new
     //! version (copy-on-write) that the operator writes through op_context::inout().
     std::vector<std::uint32_t> mutates{};
+    //! What operator this is, for matching steps (runtime::begin_step, step_learning): two
+    //! calls are the same operator when their keys are equal. 0: the type of the callable,
+    //! which tells lambdas apart but not one callable type running several operators (a
+    //! framework bridge dispatching every operator through one functor should pass a hash of
+    //! the operator's name).
+    std::uint64_t op_key = 0;
 };
 
 } // namespace dtr
