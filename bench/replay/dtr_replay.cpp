@@ -44,9 +44,11 @@
 // kept, each step's outputs made resident and then dropped; replay_options::steps), calling
 // runtime::begin_step() before each step unless --no-step-marks (the runtime then finds the
 // repetition itself); --no-step-learning turns the runtime's step learning off
-// (step_learning::off). A cell is then the steady-state slowdown, steps 2 to N over as many
-// baseline steps; the JSON adds every step's slowdown ("step_slowdowns"), the steady one and
-// the step counters (forecast calls, divergences, steps learned).
+// (step_learning::off). --thrash-limit then holds each step to X times the baseline alone,
+// except the first, which learns the step, held to --first-step-thrash-limit (default the
+// same). A cell is the steady-state slowdown, steps 2 to N over as many baseline steps; the
+// JSON adds every step's slowdown ("step_slowdowns"), the steady one and the step counters
+// (forecast calls, divergences, steps learned).
 #include "heuristic_registry.hpp"
 
 #include <dtr_tools/cli.hpp>
@@ -123,6 +125,7 @@ int main(int argc, char** argv) {
     double tier_capacity = 0; // bytes; 0: unlimited
     std::size_t prefetch = 0;
     std::size_t steps = 1;
+    double first_step_thrash_limit = 0;
     bool no_step_marks = false, no_step_learning = false;
     CLI::App app{
         "dtr-replay: DTR operator logs replayed on dtr::runtime<sim_backend, H> under budgets"};
@@ -205,6 +208,10 @@ int main(int argc, char** argv) {
                    "slowdown of steps 2 to N")
         ->check(dtr::tools::positive)
         ->capture_default_str();
+    app.add_option("--first-step-thrash-limit", first_step_thrash_limit,
+                   "with --steps: the first step's limit (it learns the step); the others are "
+                   "held to --thrash-limit each (default: --thrash-limit)")
+        ->check(dtr::tools::non_negative_real);
     app.add_flag("--no-step-marks", no_step_marks,
                  "with --steps: do not call runtime::begin_step(); the runtime finds the "
                  "repetition itself");
@@ -297,6 +304,7 @@ int main(int argc, char** argv) {
             options.offload_ahead = offload != dtr::offload_policy::off ? offload_ahead : 0;
             options.copy_back_charge = copy_back_charge;
             options.steps = steps;
+            options.first_step_thrash_limit = first_step_thrash_limit;
             options.mark_steps = !no_step_marks;
             options.learning =
                 no_step_learning ? dtr::step_learning::off : dtr::step_learning::automatic;
@@ -393,6 +401,8 @@ int main(int argc, char** argv) {
                 std::snprintf(steady, sizeof steady, "%.6f", r.steady_slowdown(b.compute, steps));
                 out << ", \"steps\": " << steps << ", \"steps_done\": " << r.steps_done
                     << ", \"step_marks\": " << (no_step_marks ? "false" : "true")
+                    << ", \"first_step_thrash_limit\": "
+                    << (first_step_thrash_limit > 0 ? first_step_thrash_limit : thrash_limit)
                     << ", \"steady_slowdown\": " << steady << ", \"step_slowdowns\": [";
                 for (std::size_t k = 0; k < r.step_spent.size(); ++k) {
                     char v[64];

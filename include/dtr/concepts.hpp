@@ -182,6 +182,14 @@ constexpr bool names_choose() {
 
 } // namespace detail
 
+//! @brief A policy that reads heuristic_context::forecast (declares `static constexpr bool
+//! reads_forecast = true`): while a forecast is in force the runtime leaves the order of
+//! released storages it keeps to the policy (kept_priority::first does not apply).
+template <class H>
+concept reads_forecast = requires {
+    requires H::reads_forecast;
+};
+
 //! @brief An eviction policy: storage metadata and either `score` (dtr::scoring_heuristic)
 //! or `choose` (dtr::choosing_heuristic, checked against the runtime's pool when the
 //! runtime is instantiated); optionally the event hooks of <dtr/hooks.hpp>. See

@@ -720,6 +720,9 @@ basic_pin_guard<runtime<B, H>, Writable> runtime<B, H>::pin_impl(const tensor& t
     remat_.make_resident(s);
     pin(s);
     ++user_pins_;
+    // A read of the program outside any call: an event of its step (a training loop reads
+    // its loss and gradients this way at the end of each step).
+    if (options_.steps != step_learning::off) steps_.after_pin(*s, n->length);
     if constexpr (Writable) {
         ++s->write_guards;
         offload_.release_host_copy(s); // its bytes are about to change

@@ -44,6 +44,13 @@ public:
     [[nodiscard]] double time_to_next_use(const Storage& s) const noexcept {
         return time_to(s.next_use());
     }
+    //! @brief As time_to_next_use, but only for a read still to come: negative for a storage
+    //! not read in the known future ("beyond") as for one without a forecast.
+    template <class Storage>
+    [[nodiscard]] double time_to_next_read(const Storage& s) const noexcept {
+        const std::uint64_t stamp = s.next_use();
+        return (stamp & beyond_bit) != 0 ? -1 : time_to(stamp);
+    }
 
     //! @brief As time_to_next_use, from a storage's next_use() stamp.
     [[nodiscard]] double time_to(std::uint64_t stamp) const noexcept {
@@ -89,7 +96,6 @@ private:
     [[nodiscard]] std::uint64_t stamp_beyond() const noexcept {
         return (std::uint64_t{epoch_} << epoch_shift) | beyond_bit;
     }
-
     const cost_t* prefix_ = nullptr; //!< length_ + 1 entries: program time at each position
     std::uint64_t base_ = 0;         //!< absolute number of the call at position 0
     std::uint64_t now_ = 0;          //!< absolute number of the call running now (or next)

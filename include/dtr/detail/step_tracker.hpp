@@ -85,8 +85,24 @@ public:
     }
 
     //! @brief Before a program's call `o` runs: whether it is the recorded step's next call.
-    void before_call(const op& o, std::uint64_t key) noexcept {
-        call_sig_ = call_signature(o, key);
+    void before_call(const op& o, std::uint64_t key) noexcept { expect(call_signature(o, key)); }
+
+    //! @brief After the program pinned `s` (runtime::pin): a read outside any call, an event of
+    //! the step like a call (the end of a step often reads its results this way).
+    void after_pin(storage& s, std::size_t length) noexcept {
+        expect(mix(pin_key, length));
+        try {
+            inputs_.assign(1, &s);
+            products_.clear();
+            record_event(call_sig_, pin_key, 0);
+        } catch (...) {
+            reset();
+        }
+    }
+
+    //! @brief Whether the next event, of signature `call_sig`, is the recorded step's next one.
+    void expect(std::uint64_t call_sig) noexcept {
+        call_sig_ = call_sig;
         if (!following_) return;
         if (pos_ == step_.size()) {
             if (marks_seen_) {
@@ -139,6 +155,8 @@ private:
     static constexpr std::size_t min_match = 32;
     static constexpr std::size_t same_table_size = 4096;
     static constexpr std::uint64_t hash_base = 0x100000001b3ULL * 2 + 1; // odd
+    //! The operator key of a pin (a read outside any call) in signatures.
+    static constexpr std::uint64_t pin_key = 0x70696e0000000001ULL;
 
     //! A call of the recent history.
     struct recorded_call {
@@ -213,12 +231,8 @@ private:
 
     //! The body of after_run; may throw std::bad_alloc (vectors growing).
     void record(const op& o) {
-        const std::uint64_t result_sig = result_signature(o);
-        bool follows = following_;
-        if (follows && step_[pos_].result_sig != result_sig) {
-            diverge();
-            follows = false;
-        }
+        inputs_.clear();
+        for (std::uint32_t i = 0; i < o.n_inputs; ++i) inputs_.push_back(o.in[i].storage);
         // The storages it made: fresh outputs, then new versions.
         products_.clear();
         for (std::uint32_t i = 0; i < o.n_outputs; ++i)
@@ -226,7 +240,20 @@ private:
                 products_.push_back(o.out[i].storage);
         for (std::uint32_t k = 0; k < o.n_versions; ++k)
             if (storage* v = rt_.exec_.version_target(k)) products_.push_back(v);
-        const std::uint32_t inputs = o.n_inputs;
+        record_event(call_sig_, result_signature(o), o.cost);
+    }
+
+    //! Records one event of the program that reads inputs_ and makes products_: a call, or a
+    //! pin (a read outside any call: runtime::pin). While following, checks it against the
+    //! step's next event (its call signature was checked before it ran) and stamps its
+    //! storages; otherwise looks for a period (automatic detection).
+    void record_event(std::uint64_t call_sig, std::uint64_t result_sig, cost_t cost) {
+        bool follows = following_;
+        if (follows && step_[pos_].result_sig != result_sig) {
+            diverge();
+            follows = false;
+        }
+        const auto inputs = static_cast<std::uint32_t>(inputs_.size());
         const auto slots = static_cast<std::uint32_t>(inputs + products_.size());
         const std::uint64_t first = next_slot_;
         const step_call* expected = follows ? &step_[pos_] : nullptr;
@@ -238,7 +265,7 @@ private:
 
         // Links, checked against the step's while following.
         for (std::uint32_t i = 0; i < inputs; ++i) {
-            storage& s = *o.in[i].storage;
+            storage& s = *inputs_[i];
             const std::uint64_t last = s.last_slot;
             hist_prev_.push_back(last);
             s.last_slot = first + i;
@@ -267,16 +294,16 @@ private:
         // Stamps: the call that reads each storage next, or none known.
         if (follows) {
             for (std::uint32_t i = 0; i < inputs; ++i)
-                o.in[i].storage->use_stamp = stamp(next_[expected->first_slot + i]);
+                inputs_[i]->use_stamp = stamp(next_[expected->first_slot + i]);
             for (std::size_t j = 0; j < products_.size(); ++j)
                 products_[j]->use_stamp = stamp(next_[expected->first_slot + inputs + j]);
             ++rt_.counters_.forecast_calls;
         } else {
-            for (std::uint32_t i = 0; i < inputs; ++i) o.in[i].storage->use_stamp = 0;
+            for (storage* in : inputs_) in->use_stamp = 0;
             for (storage* p : products_) p->use_stamp = 0;
         }
 
-        append(call_sig_, result_sig, o.cost, first, inputs, slots);
+        append(call_sig, result_sig, cost, first, inputs, slots);
         next_slot_ += slots;
         ++next_call_;
         if (follows) {
@@ -422,7 +449,7 @@ private:
     std::uint64_t next_call_ = 0;
     std::uint64_t next_slot_ = 0;
     std::uint64_t call_sig_ = 0; //!< of the call between before_call and after_run
-    std::vector<storage*> products_;
+    std::vector<storage*> inputs_, products_; //!< of the event being recorded
 
     // Recent history.
     std::vector<recorded_call> hist_;

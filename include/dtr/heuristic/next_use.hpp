@@ -13,40 +13,54 @@
 #include <dtr/hooks.hpp>
 #include <dtr/step_forecast.hpp>
 
+#include <cstddef>
 #include <limits>
 #include <utility>
+#include <vector>
 
 namespace dtr::heuristics {
 
-//! @brief An online policy whose staleness gives way to the time until the next read.
+//! @brief An online policy whose staleness gives way to the time until the next use.
 //!
 //! Score of a storage t with a forecast (heuristic_context::forecast, while the program
 //! follows a step the runtime has recorded, docs/design.md "Steps"):
 //!
-//!     N(t) / (m(t) x d(t))
+//!     (c(t) + c(evicted ancestors of t)) / (m(t) x d(t))
 //!
-//! with N(t) and m(t) the online policy's numerator and size factor (its cost model, e.g.
-//! dtr_eqclass's union-find classes), and d(t) the program time until the program reads t
-//! next (dtr::step_forecast::time_to_next_use: the recorded step's costs of the calls in
-//! between). So, of two storages with the same cost and size, the one read later goes
-//! first, and one the program will not read again in this step goes before both; a storage
-//! the running call reads is pinned, never a victim. Without a forecast for t (no step
-//! recorded, the program has left it, or t was last touched before it was learned) the
-//! score is the online policy's own, staleness included: the fallback the runtime returns
-//! to within one call of a divergence.
+//! d(t) is the program time until t is next used (dtr::step_forecast::time_to_next_use): read
+//! by a call, or needed resident to recompute an evicted storage that a call reads. The
+//! numerator is what evicting t would cost at that use, to recompute t and the evicted
+//! ancestors it needs: for dtr_eqclass the classes of t's evicted parents
+//! (cost::eqclass::numerator_up), for dtr_held_bounded its bounded upward walk. The evicted
+//! descendants that dtr_eqclass also charges are not charged: the forecast has already made
+//! t as urgent as the earliest of them. So, of two storages with the same cost and size, the
+//! one used later goes first, and one neither read nor needed again in the known future
+//! goes before both; a storage the running call reads is pinned, never a victim.
 //!
-//! Online: any scoring policy whose staleness is `ctx.now - s.last_access()`. For the score
-//! skeleton's policies (dtr_eqclass, dtr_local, ...) the forecast score divides the cost
-//! model's numerator directly; for the others (dtr_held_bounded) it is the policy's score
-//! at a clock placed d(t) after t's last access. A bounded policy stays bounded
-//! (dtr::bounded_scoring_heuristic). Events go to the online policy unchanged, so the
-//! upkeep is the online policy's; a score adds O(1) (a stamp and two table reads). Not a
-//! factored policy: search::indexed's keys assume staleness.
+//! Without a forecast for t (no step recorded, the program has just left it, or t was last
+//! touched before it was learned) the score is the online policy's own, staleness included:
+//! the fallback the runtime returns to within one call of a divergence. Events go to the
+//! online policy unchanged, so the upkeep is the online policy's; a score with a forecast
+//! costs two stamp reads and the numerator (one find per evicted parent for dtr_eqclass).
+//! Not a factored policy: search::indexed's keys assume staleness.
 template <class Online>
 class next_use_aware {
 public:
-    using storage_data = typename Online::storage_data;
+    //! Evicted storages visited below a storage to find when it is needed for a restore:
+    //! the bound keeps a score's cost constant (docs/heuristics.md, "dtr_next_use").
+    static constexpr std::size_t need_walk_limit = 32;
+    //! Evicted ancestors visited to price a storage's recomputation.
+    static constexpr std::size_t cost_walk_limit = 128;
+    //! How far, in steps, the next use of a storage the forecast sees no use of is put.
+    static constexpr double unused_steps = 1e6;
+
+    //! The online policy's data, and the mark of the walks below.
+    struct storage_data : Online::storage_data {
+        mutable std::uint64_t next_use_walk = 0;
+    };
     using online_type = Online;
+    //! Kept storages are ordered by the forecast, not put first (dtr::reads_forecast).
+    static constexpr bool reads_forecast = true;
 
     next_use_aware() = default;
     explicit next_use_aware(Online online) : online_(std::move(online)) {}
@@ -54,23 +68,19 @@ public:
     //! @brief The score (see the class comment); +infinity when the denominator is 0.
     template <class Storage>
     double score(const Storage& s, const heuristic_context& ctx) {
-        if (ctx.forecast != nullptr) {
-            const double d = ctx.forecast->time_to_next_use(s);
-            if (d >= 0) return informed(s, ctx, d, std::numeric_limits<double>::infinity());
-        }
-        return static_cast<double>(online_.score(s, ctx));
+        return score(s, ctx, std::numeric_limits<double>::infinity());
     }
 
-    //! @brief The score against a scan's best so far, where the online policy takes one
-    //! (dtr::bounded_scoring_heuristic).
-    template <class Storage, class O = Online>
-        requires bounded_scoring_heuristic<O>
+    //! @brief The score against a scan's best so far (dtr::bounded_scoring_heuristic):
+    //! with a forecast, the walks stop as soon as the partial score is above `bound` (the
+    //! numerator only grows and the time until the next use only shrinks as they go, so a
+    //! partial score never exceeds the score); without one, the online policy's score
+    //! (against the bound where it takes one).
+    template <class Storage>
     double score(const Storage& s, const heuristic_context& ctx, double bound) {
-        if (ctx.forecast != nullptr) {
-            const double d = ctx.forecast->time_to_next_use(s);
-            if (d >= 0) return informed(s, ctx, d, bound);
-        }
-        return static_cast<double>(online_.score(s, ctx, bound));
+        if (ctx.forecast != nullptr && ctx.forecast->time_to_next_use(s) >= 0)
+            return informed(s, ctx, *ctx.forecast, bound);
+        return score_against(online_, s, ctx, bound);
     }
 
     //! @brief Returns: the online policy (its statistics, its own tuning).
@@ -87,30 +97,83 @@ public:
 #undef DTR_NEXT_USE_FORWARD
 
 private:
-    //! The score with staleness replaced by the time until the next read, `d` >= 0.
+    //! The score with a forecast: `d` >= 0 is the time until s is next read. It is used
+    //! earlier when an evicted storage recomputed from it is read first (it must be resident
+    //! to restore that one): the walk down the evicted storages below s, at most
+    //! need_walk_limit visits, finds the earliest. The numerator is the cost of s and of the
+    //! evicted ancestors its recomputation needs (the walk up, at most cost_walk_limit
+    //! visits). Both walks stop once the partial score is above `bound`.
     template <class Storage>
-    double informed(const Storage& s, const heuristic_context& ctx, double d, double bound) {
-        if constexpr (factored_heuristic<Online>) {
-            (void)bound;
-            const double numerator = online_.numerator(s, ctx);
-            ctx.count_access();
-            double denominator = d;
-            if constexpr (Online::uses_size) denominator *= static_cast<double>(s.size());
+    double informed(const Storage& s, const heuristic_context& ctx, const step_forecast& f,
+                    double bound) {
+        ctx.count_access();
+        const double bytes = static_cast<double>(s.size());
+        double numerator = static_cast<double>(s.cost());
+        // Read by the program: when. A storage neither read nor needed in the known future
+        // (the walk below finds no read) is used never, as far as the forecast knows: 0.
+        double d = f.time_to_next_read(s);
+        auto partial = [&] {
+            const double denominator = d * bytes;
             return denominator > 0 ? numerator / denominator
                                    : std::numeric_limits<double>::infinity();
-        } else {
-            // The online policy's staleness is ctx.now - last_access: placing the clock d
-            // after the last access makes it d.
-            heuristic_context at = ctx;
-            at.now = s.last_access() + d;
-            if constexpr (bounded_scoring_heuristic<Online>)
-                return static_cast<double>(online_.score(s, at, bound));
+        };
+        if (d >= 0 && partial() > bound) return partial();
+        bool cut = false;
+        walk<false>(s, ctx, need_walk_limit, [&](const auto& c) {
+            const double read = f.time_to_next_read(c);
+            if (read >= 0 && (d < 0 || read < d)) {
+                d = read;
+                cut = partial() > bound;
+            }
+            return !cut;
+        });
+        if (cut) return partial();
+        // Neither read nor needed in the known future: before every storage that is, the
+        // cheapest per byte first (no walk: its ancestors matter only if the forecast is
+        // wrong), as if its next use were a million steps away.
+        if (d < 0) return numerator / (bytes * unused_steps * f.step_time());
+        walk<true>(s, ctx, cost_walk_limit, [&](const auto& u) {
+            numerator += static_cast<double>(u.cost());
+            cut = partial() > bound;
+            return !cut;
+        });
+        return partial();
+    }
+
+    //! Calls visit(u) for each evicted storage reachable from s through evicted storages,
+    //! upwards (parents) or downwards (children), breadth first, each once, at most `limit`
+    //! neighbour visits (one metadata access each), until visit returns false.
+    template <bool Up, class Storage, class Visit>
+    void walk(const Storage& s, const heuristic_context& ctx, std::size_t limit, Visit&& visit) {
+        const std::uint64_t epoch = ++epoch_;
+        s.meta().next_use_walk = epoch;
+        walk_.clear();
+        walk_.push_back(&s);
+        for (std::size_t head = 0; head < walk_.size() && limit > 0; ++head) {
+            auto step = [&](const auto& u) {
+                if (limit == 0) return;
+                --limit;
+                ctx.count_access();
+                if (u.meta().next_use_walk == epoch) return;
+                u.meta().next_use_walk = epoch;
+                if (u.resident()) return;
+                if (!visit(u)) {
+                    limit = 0;
+                    return;
+                }
+                walk_.push_back(&u);
+            };
+            const auto* at = static_cast<const Storage*>(walk_[head]);
+            if constexpr (Up)
+                at->for_each_parent(step);
             else
-                return static_cast<double>(online_.score(s, at));
+                at->for_each_child(step);
         }
     }
 
     Online online_{};
+    std::vector<const void*> walk_; //!< the walks' queue, kept for its capacity
+    std::uint64_t epoch_ = 0;       //!< of the last walk
 };
 
 //! @brief dtr_eqclass with the forecast: the default's cost model and near-constant upkeep,
@@ -128,6 +191,6 @@ struct dtr_held_next_use : next_use_aware<dtr_held_bounded> {
     using next_use_aware<dtr_held_bounded>::next_use_aware;
 };
 static_assert(heuristic<dtr_held_next_use>);
-static_assert(bounded_scoring_heuristic<dtr_held_next_use>);
+static_assert(bounded_scoring_heuristic<dtr_next_use>);
 
 } // namespace dtr::heuristics

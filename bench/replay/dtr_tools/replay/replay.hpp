@@ -111,6 +111,10 @@ struct replay_options {
     bool mark_steps = true;
     //! runtime_options::steps (whether the runtime learns the step at all).
     step_learning learning = step_learning::automatic;
+    //! With steps > 1: thrash_limit applies to each step alone (its compute, recomputation
+    //! and transfer waits over baseline_compute), except to the first, which learns the step
+    //! and gets this limit instead (0: thrash_limit too).
+    double first_step_thrash_limit = 0;
 };
 
 //! @brief What one replay measured.
@@ -206,8 +210,18 @@ replay_result run_replay(const trace& t, const replay_options& options,
     result.budget = options.budget;
     const std::size_t steps = std::max<std::size_t>(options.steps, 1);
     const double step_count = static_cast<double>(steps);
+    // Each step is held to its own limit (the first to its own); the runtime's allowance for
+    // recomputation is what all of them allow together, for deep restores.
+    const double first_limit =
+        options.first_step_thrash_limit > 0 ? options.first_step_thrash_limit : options.thrash_limit;
+    auto step_thrash_at = [&](std::size_t step) -> cost_t {
+        return options.thrash_limit > 0
+                   ? (step == 0 ? first_limit : options.thrash_limit) * options.baseline_compute
+                   : 0;
+    };
     const cost_t thrash_at = options.thrash_limit > 0
-                                 ? options.thrash_limit * options.baseline_compute * step_count
+                                 ? (first_limit + options.thrash_limit * (step_count - 1)) *
+                                       options.baseline_compute
                                  : 0;
     runtime_options rt_options{.budget = options.budget,
                                .dealloc = options.dealloc,
@@ -377,7 +391,7 @@ replay_result run_replay(const trace& t, const replay_options& options,
                 if (options.prefetch_lookahead > 0 &&
                     (rec.op.index() == 2 || rec.op.index() == 3))
                     prefetch_after(at, handle);
-                if (thrash_at > 0 && spent() > thrash_at) {
+                if (thrash_at > 0 && spent() - step_start > step_thrash_at(step)) {
                     result.status = status::thrash;
                     break;
                 }
@@ -401,7 +415,8 @@ replay_result run_replay(const trace& t, const replay_options& options,
                     outputs.push_back(rt.pin(*representative[v]));
                 }
             }
-            if (thrash_at > 0 && spent() > thrash_at) result.status = status::thrash;
+            if (thrash_at > 0 && spent() - step_start > step_thrash_at(step))
+                result.status = status::thrash;
             if (step + 1 < steps) // the training loop consumed the outputs
                 for (tensor& n : handle) n.reset();
             result.step_spent.back() = spent() - step_start;
