@@ -52,7 +52,9 @@ enum class kept_priority : std::uint8_t {
     //! fewer everywhere (docs/results.md, "Keeping released storages"). Applies to the
     //! runtime's own scan (policies that score); a policy or search strategy with its own
     //! choose (search::indexed, search::sampled, random) is given the whole pool and decides
-    //! alone, as under `scored`.
+    //! alone, as under `scored`; so is a policy that reads the step forecast
+    //! (dtr::reads_forecast, dtr_next_use) while there is one: it knows when a restore will
+    //! read a kept storage.
     first,
     //! Kept storages compete with held ones on the policy's score alone. Better where the
     //! kept values are the ones recomputations read most (the PyTorch bridge's park_released
@@ -232,10 +234,12 @@ struct runtime_options {
     in_place_writes in_place = in_place_writes::copy;
     //! Whether the runtime learns the program's step (step_learning).
     step_learning steps = step_learning::automatic;
-    //! The longest step, in operator calls, the runtime records: a step of more calls gets no
-    //! forecast. Bounds the recording's memory: at most 3 x step_limit calls are held (the
-    //! recent calls and the recorded step), each 80 bytes plus 16 per input and output (about
-    //! 140 bytes for a call with two inputs and one output: 27 MiB at the default limit).
+    //! The longest step the runtime records, in events (calls, and pins outside calls): a
+    //! longer step gets no forecast. Bounds the recording's memory: at most 2 x step_limit
+    //! recent events (56 bytes each, plus 8 per input and output) and a step of at most
+    //! step_limit events (32 bytes each, plus 8 per input and output): 216 bytes for an event
+    //! with two inputs and one output, 13.5 MiB at the default limit, held only as the program
+    //! runs that many calls.
     std::uint32_t step_limit = 1U << 16;
 };
 

@@ -30,30 +30,31 @@ template <class T>
 
 //! @brief Learns the program's step and forecasts its reads.
 //!
-//! Every call of the program (not recomputations) is a row of *slots*: its inputs, then the
-//! storages it makes (fresh outputs, new versions). A slot's *link* is the slot where the
-//! same storage last appeared, which makes a call sequence's data flow independent of where
-//! it starts. A step is a sequence of calls with their signatures (operator key, input sizes,
-//! output sizes and views) and links inside the step. While the program follows it, each
-//! call must match the step's next call (signature before the run, links and outputs after):
-//! then every storage it reads or makes is stamped with the call of the step that reads it
-//! next (known from the links: reversed, they are "read next at"). A read of a storage from
-//! the previous step teaches the step the link across its end. The first call that does not
-//! match ends the forecast (heuristic_context::forecast is null from there on), so a policy
-//! is back on its online scores from the next victim it chooses.
+//! Every event of the program is a row of *slots*: a call (not a recomputation) reads its
+//! inputs and makes storages (fresh outputs, new versions); a pin outside any call reads
+//! one storage. A slot's *link* is the slot where the same storage last appeared, which makes
+//! the data flow of a sequence of events independent of where it starts. A step is a
+//! sequence of events with their signatures (operator key, input sizes, output sizes and
+//! views) and links inside the step. While the program follows it, each event must match
+//! the step's next one (the signature before a call runs, links and outputs after): then
+//! every storage it reads or makes is stamped with the event of the step that reads it next
+//! (the links reversed). A read of a storage from the previous period teaches the step the
+//! link across its end. The first event that does not match ends the forecast
+//! (heuristic_context::forecast is null from there on), so a policy is back on its online
+//! scores from the next victim it chooses; a call whose signature differs runs without it.
 //!
 //! Where steps come from:
-//! - marks (runtime::begin_step): the calls between two marks are the step; a step that
+//! - marks (runtime::begin_step): the events between two marks are the step; a step that
 //!   diverged is replaced by the one recorded at its end;
-//! - otherwise (step_learning::automatic, until the first mark), after each call the
-//!   tracker tries the earlier calls with the same signature (the 8 most recent) as the
-//!   same call one period p ago: when the last m calls equal the m before them, with m = p
-//!   for p <= 32 and max(32, p / 8) above, the last p calls become the step. Comparing
+//! - otherwise (step_learning::automatic, until the first mark), after each event the
+//!   tracker tries the earlier events with the same signature (the 8 most recent) as the
+//!   same event one period p ago: when the last m events equal the m before them, with m = p
+//!   for p <= 32 and max(32, p / 8) above, the last p events become the step. Comparing
 //!   windows is O(1) with rolling hashes of the signatures.
 //!
-//! Memory: the recent calls (at most 2 x step_limit; 64 bytes per call, 8 per slot) and the
-//! step (at most step_limit calls; 32 bytes per call, 8 per slot). Per call: O(inputs +
-//! outputs), plus O(1) hash probes while learning without marks.
+//! Memory: the recent events (at most 2 x step_limit; 56 bytes each, 8 per slot) and the
+//! step (at most step_limit events; 32 bytes each, 8 per slot). Per event: O(inputs +
+//! outputs), plus at most 8 hash probes while learning without marks.
 template <class Rt, class Backend, class Meta>
 class step_tracker : collaborator<Rt, Backend, Meta> {
 public:
