@@ -8,12 +8,14 @@
 // bounded upkeep stays flat in N, one that walks the evicted neighbourhood grows linearly.
 //
 // usage: chain_upkeep [--lengths 1000,10000,100000,1000000]
-//                     [--heuristics dtr_eqclass,dtr_held_bounded,dtr_held] [--max-held N]
+//                     [--heuristics dtr_eqclass,dtr_held_bounded,dtr_held,dtr_next_use]
+//                     [--max-held N]
 //                     [--walk-limits 256] (K of dtr_held_bounded; 0 in the JSON for the others)
 //                     [--json FILE]
 #include <dtr/heuristic/dtr_eqclass.hpp>
 #include <dtr/heuristic/dtr_held.hpp>
 #include <dtr/heuristic/dtr_held_bounded.hpp>
+#include <dtr/heuristic/next_use.hpp>
 #include <dtr/runtime.hpp>
 #include <dtr_tools/cli.hpp>
 
@@ -64,6 +66,7 @@ bool with_policy(std::string_view name, F&& f) {
     if (name == h::dtr_held_bounded::name)
         return f(std::type_identity<h::dtr_held_bounded>{}), true;
     if (name == h::dtr_held::name) return f(std::type_identity<h::dtr_held>{}), true;
+    if (name == h::dtr_next_use::name) return f(std::type_identity<h::dtr_next_use>{}), true;
     return false;
 }
 

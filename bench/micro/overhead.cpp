@@ -6,6 +6,10 @@
 //   training      chains of 1000 calls whose outputs stay alive, then released together
 //   train@25%     the same under a budget of 25% of what the outputs need (evicts every call)
 //
+// The step tracker (runtime_options::steps) is on, as by default, unless the heuristic column
+// says "steps off": the rows of dtr_eqclass with and without it price the recording and the
+// forecast per call (a chain's calls repeat, so the runtime follows them as a step).
+//
 // Each scenario runs `--reps` times over `--calls` calls; the table shows the median ns per
 // call, the median ns of the bare operator body, and their difference (the runtime's share).
 //
@@ -13,6 +17,7 @@
 #include <dtr/heuristic/dtr_held.hpp>
 #include <dtr/heuristic/dtr_local.hpp>
 #include <dtr/heuristic/lru.hpp>
+#include <dtr/heuristic/next_use.hpp>
 #include <dtr/runtime.hpp>
 #include <dtr_tools/cli.hpp>
 
@@ -64,8 +69,9 @@ double body_ns(std::size_t calls) {
 }
 
 template <class Heuristic>
-double independent(std::size_t calls, dtr::call_options opts) {
-    dtr::runtime<dtr::host_backend, Heuristic> rt;
+double independent(std::size_t calls, dtr::call_options opts,
+                   dtr::step_learning learning = dtr::step_learning::automatic) {
+    dtr::runtime<dtr::host_backend, Heuristic> rt({.steps = learning});
     dtr::tensor x = rt.constant(bytes, [](auto b) { std::memset(b.data(), 1, bytes); });
     return time_per_call(calls, [&] {
         for (std::size_t i = 0; i < calls; ++i) dtr::tensor y = rt.call(copy64{}, {x}, opts);
@@ -77,11 +83,12 @@ double independent(std::size_t calls, dtr::call_options opts) {
 // part of the timed work. budget_fraction 1: no eviction; 0.25: a quarter of what they need.
 template <class Heuristic>
 double training(std::size_t calls, std::size_t length, double budget_fraction,
-                dtr::call_options opts, std::uint64_t* evictions = nullptr) {
+                dtr::call_options opts, std::uint64_t* evictions = nullptr,
+                dtr::step_learning learning = dtr::step_learning::automatic) {
     const auto need = static_cast<double>((length + 1) * bytes);
     const std::size_t budget =
         budget_fraction >= 1 ? dtr::unlimited : static_cast<std::size_t>(need * budget_fraction);
-    dtr::runtime<dtr::host_backend, Heuristic> rt({.budget = budget});
+    dtr::runtime<dtr::host_backend, Heuristic> rt({.budget = budget, .steps = learning});
     dtr::tensor x = rt.constant(bytes, [](auto b) { std::memset(b.data(), 1, bytes); });
     std::vector<dtr::tensor> live;
     live.reserve(length);
@@ -129,7 +136,7 @@ int main(int argc, char** argv) {
         }
         rows.push_back({scenario, heuristic, cost, median(call_samples), median(body_samples)});
         const row& x = rows.back();
-        std::printf("%-12s %-10s %-9s %10.1f %10.1f %10.1f\n", scenario, heuristic, cost, x.call_ns,
+        std::printf("%-12s %-18s %-9s %10.1f %10.1f %10.1f\n", scenario, heuristic, cost, x.call_ns,
                     x.body_ns, x.call_ns - x.body_ns);
         std::fflush(stdout);
     };
@@ -137,7 +144,7 @@ int main(int argc, char** argv) {
         "dtr::runtime::call overhead, 64-byte operator, %zu calls x %zu runs (median ns per "
         "call)\n",
         calls, reps);
-    std::printf("%-12s %-10s %-9s %10s %10s %10s\n", "scenario", "heuristic", "cost", "call",
+    std::printf("%-12s %-18s %-9s %10s %10s %10s\n", "scenario", "heuristic", "cost", "call",
                 "body", "overhead");
     using dtr::heuristics::dtr_held;
     using dtr::heuristics::dtr_local;
@@ -161,6 +168,25 @@ int main(int argc, char** argv) {
             [&] { return training<dtr_held>(calls, 1000, 0.25, supplied); });
     measure("train@25%", "dtr_local", "measured",
             [&] { return training<dtr_local>(calls, 1000, 0.25, measured); });
+    using dtr::heuristics::dtr_eqclass;
+    using dtr::heuristics::dtr_next_use;
+    constexpr auto off = dtr::step_learning::off;
+    measure("independent", "dtr_eqclass", "supplied",
+            [&] { return independent<dtr_eqclass>(calls, supplied); });
+    measure("independent", "eqclass, steps off", "supplied",
+            [&] { return independent<dtr_eqclass>(calls, supplied, off); });
+    measure("independent", "dtr_next_use", "supplied",
+            [&] { return independent<dtr_next_use>(calls, supplied); });
+    measure("training", "dtr_eqclass", "supplied",
+            [&] { return training<dtr_eqclass>(calls, 1000, 1.0, supplied); });
+    measure("training", "eqclass, steps off", "supplied",
+            [&] { return training<dtr_eqclass>(calls, 1000, 1.0, supplied, nullptr, off); });
+    measure("training", "dtr_next_use", "supplied",
+            [&] { return training<dtr_next_use>(calls, 1000, 1.0, supplied); });
+    measure("train@25%", "dtr_eqclass", "supplied",
+            [&] { return training<dtr_eqclass>(calls, 1000, 0.25, supplied); });
+    measure("train@25%", "dtr_next_use", "supplied",
+            [&] { return training<dtr_next_use>(calls, 1000, 0.25, supplied); });
     std::printf(
         "(train@25%%: %llu evictions per %zu calls; each scans the evictable storages, ~250)\n",
         static_cast<unsigned long long>(evictions), calls);

@@ -8,6 +8,8 @@
 //!                 [--budget-index i,j,...]   (only those budgets of the N-point sweep, 0-based)
 //!                 [--restore-pins hold|yield|planned] (the DTR strategies' restore
 //!                                              discipline; default the runtime's, yield)
+//!                 [--iterations N] (the DTR strategies run the program N times in a row,
+//!                                   as a training loop's steps, and report the last one)
 //!
 //! For each graph: budgets from LB (the largest single-operator footprint, below which no
 //! schedule exists) up to checkpoint-all's peak, evenly spaced; at each budget every strategy
@@ -72,11 +74,23 @@ struct options {
     //! released tensors resident with kept ones evicted first (kept_priority::first), or
     //! keeping them once the budget has bound (the runtime's default).
     dealloc_policy dealloc = dealloc_policy::eager_evict;
+    //! The DTR strategies run the graph's program this many times on one runtime (steps of a
+    //! training loop, runtime::begin_step() before each); their schedule is the last one's.
+    std::size_t iterations = 1;
 };
 
 //! The heuristics the DTR strategies run ("dtr:" + name).
-constexpr const char* dtr_heuristic_names[] = {
-    "dtr", "dtr_eqclass", "dtr_local", "msps", "lru", "largest", "dtr_held", "dtr_ancestors_soft"};
+constexpr const char* dtr_heuristic_names[] = {"dtr",
+                                               "dtr_eqclass",
+                                               "dtr_local",
+                                               "msps",
+                                               "lru",
+                                               "largest",
+                                               "dtr_held",
+                                               "dtr_ancestors_soft",
+                                               "dtr_held_bounded",
+                                               "dtr_next_use",
+                                               "dtr_held_next_use"};
 
 //! Every strategy make_strategies() can offer, in its order; a graph gets those that apply
 //! to it (Chen et al.'s need a backward pass, the LP and MILP strategies a small graph).
@@ -155,6 +169,11 @@ std::optional<int> parse_args(int argc, char** argv, options& o) {
                    "or keep-once-bound (eager until the budget binds, then keep: the runtime's "
                    "default)")
         ->check(CLI::IsMember({"eager", "keep", "keep-once-bound"}))
+        ->capture_default_str();
+    app.add_option("--iterations", o.iterations,
+                   "the DTR strategies run the program N times in a row (a training loop's "
+                   "steps) and are judged on the last")
+        ->check(dtr::tools::positive)
         ->capture_default_str();
     auto status = dtr::tools::parse_command_line(app, argc, argv);
     if (status) return status;
@@ -336,14 +355,15 @@ std::vector<strategy> make_strategies(const static_graph& g, const options& opt,
         runtime_options ro;
         ro.restore = opt.restore;
         ro.dealloc = opt.dealloc;
+        const std::size_t iterations = opt.iterations;
         out.push_back(
-            {"dtr:" + heuristic, [heuristic, ro](const strategy_context& c) {
+            {"dtr:" + heuristic, [heuristic, ro, iterations](const strategy_context& c) {
                  outcome o;
                  const double t0 = now_s();
                  graph::dtr_run run;
                  const bool known =
                      heuristics::with_heuristic(heuristic, [&]<class H>(std::type_identity<H>) {
-                         run = graph::simulate_dtr<H>(c.graph, c.budget, ro);
+                         run = graph::simulate_dtr<H>(c.graph, c.budget, ro, H{}, iterations);
                      });
                  o.seconds = now_s() - t0;
                  if (!known) {
@@ -361,6 +381,15 @@ std::vector<strategy> make_strategies(const static_graph& g, const options& opt,
                                static_cast<unsigned long long>(run.stats.eager_evictions),
                                static_cast<unsigned long long>(run.stats.pin_yields));
                  o.detail = buf;
+                 if (iterations > 1) {
+                     // The costs of every iteration: the first is the online run's.
+                     o.detail += "; iteration costs";
+                     for (const cost_t it : run.iteration_costs)
+                         o.detail += " " + std::to_string(static_cast<long long>(it));
+                     std::snprintf(buf, sizeof buf, "; %llu calls with a forecast",
+                                   static_cast<unsigned long long>(run.stats.forecast_calls));
+                     o.detail += buf;
+                 }
                  if (run.status != "ok") {
                      o.status = run.status; // "oom", "thrashing", "inconsistent": no schedule
                      o.detail +=

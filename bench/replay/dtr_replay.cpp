@@ -39,6 +39,16 @@
 // charges a storage with a host copy X times its copy-back against recomputing it
 // (runtime_options::copy_back_charge; 0.5 suits --prefetch). The slowdown
 // then counts the clock's waits for transfers, and the JSON carries the offload counters.
+//
+// --steps N replays each log's step N times in a row, as a training loop would (constants
+// kept, each step's outputs made resident and then dropped; replay_options::steps), calling
+// runtime::begin_step() before each step unless --no-step-marks (the runtime then finds the
+// repetition itself); --no-step-learning turns the runtime's step learning off
+// (step_learning::off). --thrash-limit then holds each step to X times the baseline alone,
+// except the first, which learns the step, held to --first-step-thrash-limit (default the
+// same). A cell is the steady-state slowdown, steps 2 to N over as many baseline steps; the
+// JSON adds every step's slowdown ("step_slowdowns"), the steady one and the step counters
+// (forecast calls, divergences, steps learned).
 #include "heuristic_registry.hpp"
 
 #include <dtr_tools/cli.hpp>
@@ -114,6 +124,9 @@ int main(int argc, char** argv) {
     bool no_overlap = false;
     double tier_capacity = 0; // bytes; 0: unlimited
     std::size_t prefetch = 0;
+    std::size_t steps = 1;
+    double first_step_thrash_limit = 0;
+    bool no_step_marks = false, no_step_learning = false;
     CLI::App app{
         "dtr-replay: DTR operator logs replayed on dtr::runtime<sim_backend, H> under budgets"};
     app.add_option("logs", logs, "DTR operator logs")->required()->check(CLI::ExistingFile);
@@ -190,6 +203,20 @@ int main(int argc, char** argv) {
                    "a storage that has a host copy (1: in full; 0.5 suits --prefetch)")
         ->check(dtr::tools::positive_real)
         ->capture_default_str();
+    app.add_option("--steps", steps,
+                   "replay each log's step N times in a row (constants kept); cells are then the "
+                   "slowdown of steps 2 to N")
+        ->check(dtr::tools::positive)
+        ->capture_default_str();
+    app.add_option("--first-step-thrash-limit", first_step_thrash_limit,
+                   "with --steps: the first step's limit (it learns the step); the others are "
+                   "held to --thrash-limit each (default: --thrash-limit)")
+        ->check(dtr::tools::non_negative_real);
+    app.add_flag("--no-step-marks", no_step_marks,
+                 "with --steps: do not call runtime::begin_step(); the runtime finds the "
+                 "repetition itself");
+    app.add_flag("--no-step-learning", no_step_learning,
+                 "the runtime learns no step (runtime_options::steps = off)");
     if (auto status = dtr::tools::parse_command_line(app, argc, argv)) return *status;
     const dtr::offload_policy offload = offload_name == "auto"     ? dtr::offload_policy::automatic
                                         : offload_name == "always" ? dtr::offload_policy::always
@@ -276,6 +303,11 @@ int main(int argc, char** argv) {
             options.prefetch_lookahead = prefetch;
             options.offload_ahead = offload != dtr::offload_policy::off ? offload_ahead : 0;
             options.copy_back_charge = copy_back_charge;
+            options.steps = steps;
+            options.first_step_thrash_limit = first_step_thrash_limit;
+            options.mark_steps = !no_step_marks;
+            options.learning =
+                no_step_learning ? dtr::step_learning::off : dtr::step_learning::automatic;
             t.result = dtr_bench::replay_with(t.heuristic, search, traces[t.log], options, seed);
         }
     };
@@ -301,7 +333,8 @@ int main(int argc, char** argv) {
                 for (const task& t : tasks)
                     if (t.log == l && t.heuristic == h && t.ratio == r) {
                         if (t.result.status == dtr::replay::status::ok)
-                            std::printf(" %7.4f", t.result.slowdown(baselines[l].compute));
+                            std::printf(" %7.4f",
+                                        t.result.steady_slowdown(baselines[l].compute, steps));
                         else
                             std::printf(" %7s", dtr::replay::to_string(t.result.status));
                     }
@@ -363,6 +396,24 @@ int main(int argc, char** argv) {
                 << ", \"records_total\": " << r.records_total;
             if (r.spent_at_log_end > 0)
                 out << ", \"slowdown_at_log_end\": " << r.spent_at_log_end / b.compute;
+            if (steps > 1) {
+                char steady[64];
+                std::snprintf(steady, sizeof steady, "%.6f", r.steady_slowdown(b.compute, steps));
+                out << ", \"steps\": " << steps << ", \"steps_done\": " << r.steps_done
+                    << ", \"step_marks\": " << (no_step_marks ? "false" : "true")
+                    << ", \"first_step_thrash_limit\": "
+                    << (first_step_thrash_limit > 0 ? first_step_thrash_limit : thrash_limit)
+                    << ", \"steady_slowdown\": " << steady << ", \"step_slowdowns\": [";
+                for (std::size_t k = 0; k < r.step_spent.size(); ++k) {
+                    char v[64];
+                    std::snprintf(v, sizeof v, "%.6f", r.step_spent[k] / b.compute);
+                    out << (k ? ", " : "") << v;
+                }
+                out << "]";
+            }
+            out << ", \"forecast_calls\": " << r.stats.forecast_calls
+                << ", \"step_divergences\": " << r.stats.step_divergences
+                << ", \"steps_learned\": " << r.stats.steps_learned;
             if (arena_alignment != 0)
                 out << ", \"arena_alignment\": " << arena_alignment << ", \"fragmentation\": \""
                     << (fragmentation == dtr::fragmentation_policy::window ? "window"

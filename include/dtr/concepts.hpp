@@ -89,14 +89,19 @@ concept reports_layout = requires(const B& b, typename B::const_pointer p,
     b.for_each_block(fn);
 };
 
-//! @brief What a heuristic receives besides the storage: the runtime clock, and two
-//! counters it increments: storage-metadata reads and writes (the paper's
-//! machine-independent overhead measure) and score evaluations (for policies that replace
-//! the runtime's scan with their own `choose`).
+class step_forecast;
+
+//! @brief What a heuristic receives besides the storage: the runtime clock, two counters it
+//! increments: storage-metadata reads and writes (the paper's machine-independent overhead
+//! measure) and score evaluations (for policies that replace the runtime's scan with their
+//! own `choose`), and the forecast of the program's next reads while there is one.
 struct heuristic_context {
     cost_t now = 0;
     std::uint64_t* metadata_accesses = nullptr;
     std::uint64_t* evaluations = nullptr;
+    //! When the program is following a step the runtime has recorded: when each storage is
+    //! read next (<dtr/step_forecast.hpp>); null otherwise.
+    const step_forecast* forecast = nullptr;
     void count_access(std::uint64_t n = 1) const noexcept {
         if (metadata_accesses != nullptr) *metadata_accesses += n;
     }
@@ -121,6 +126,7 @@ struct storage_archetype {
     bool evictable() const noexcept;
     std::size_t handle_count() const noexcept;
     std::size_t dependent_count() const noexcept;
+    std::uint64_t next_use() const noexcept;
     Meta& meta() noexcept;
     const Meta& meta() const noexcept;
     template <class F>
@@ -178,6 +184,14 @@ constexpr bool names_choose() {
 }
 
 } // namespace detail
+
+//! @brief A policy that reads heuristic_context::forecast (declares `static constexpr bool
+//! reads_forecast = true`): while a forecast is in force the runtime leaves the order of
+//! released storages it keeps to the policy (kept_priority::first does not apply).
+template <class H>
+concept reads_forecast = requires {
+    requires H::reads_forecast;
+};
 
 //! @brief An eviction policy: storage metadata and either `score` (dtr::scoring_heuristic)
 //! or `choose` (dtr::choosing_heuristic, checked against the runtime's pool when the

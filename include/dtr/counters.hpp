@@ -60,6 +60,12 @@ struct counters {
     cost_t copy_back_stall = 0;
     //! of transfer_stall, waiting for out-copies to finish reading a block about to be reused
     cost_t block_reuse_stall = 0;
+    // ---- steps (runtime_options::steps; docs/design.md, "Steps") ----
+    std::uint64_t steps_marked = 0;  //!< runtime::begin_step() calls
+    std::uint64_t steps_learned = 0; //!< recordings adopted as the step to follow
+    //! times the program left the recorded step (another operator, size or input)
+    std::uint64_t step_divergences = 0;
+    std::uint64_t forecast_calls = 0; //!< calls that ran following a recorded step
 };
 
 //! @brief Writes the counters as `name=value` pairs on one line (logs, test failures).
@@ -87,7 +93,10 @@ inline std::ostream& operator<<(std::ostream& os, const counters& c) {
               << " bytes_copied_back=" << c.bytes_copied_back << " host_bytes=" << c.host_bytes
               << " peak_host_bytes=" << c.peak_host_bytes << " transfer_cost=" << c.transfer_cost
               << " transfer_stall=" << c.transfer_stall << " copy_back_stall=" << c.copy_back_stall
-              << " block_reuse_stall=" << c.block_reuse_stall;
+              << " block_reuse_stall=" << c.block_reuse_stall << " steps_marked=" << c.steps_marked
+              << " steps_learned=" << c.steps_learned
+              << " step_divergences=" << c.step_divergences
+              << " forecast_calls=" << c.forecast_calls;
 }
 
 } // namespace dtr

@@ -52,7 +52,9 @@ enum class kept_priority : std::uint8_t {
     //! fewer everywhere (docs/results.md, "Keeping released storages"). Applies to the
     //! runtime's own scan (policies that score); a policy or search strategy with its own
     //! choose (search::indexed, search::sampled, random) is given the whole pool and decides
-    //! alone, as under `scored`.
+    //! alone, as under `scored`; so is a policy that reads the step forecast
+    //! (dtr::reads_forecast, dtr_next_use) while there is one: it knows when a restore will
+    //! read a kept storage.
     first,
     //! Kept storages compete with held ones on the policy's score alone. Better where the
     //! kept values are the ones recomputations read most (the PyTorch bridge's park_released
@@ -161,6 +163,19 @@ enum class offload_policy : std::uint8_t {
     always,
 };
 
+//! @brief Whether the runtime learns the program's repeating step and tells the policy when
+//! each storage is read next (docs/design.md, "Steps").
+enum class step_learning : std::uint8_t {
+    //! Steps come from runtime::begin_step() when the program calls it; until it does, the
+    //! runtime looks for a repeating sequence of operators itself (operator key, input and
+    //! output sizes, which earlier outputs each operator reads). The default.
+    automatic,
+    //! Only runtime::begin_step() marks steps; no detection.
+    marks_only,
+    //! Nothing is recorded: no forecast, no cost per call.
+    off,
+};
+
 //! @brief Construction-time settings of a runtime.
 struct runtime_options {
     //! Hard limit on resident bytes (sum of the sizes of resident storages, plus buffers of
@@ -222,6 +237,15 @@ struct runtime_options {
     bool offload_constants = true;
     //! Where in-place updates of computed storages write their new version.
     in_place_writes in_place = in_place_writes::copy;
+    //! Whether the runtime learns the program's step (step_learning).
+    step_learning steps = step_learning::automatic;
+    //! The longest step the runtime records, in events (calls, and pins outside calls): a
+    //! longer step gets no forecast. Bounds the recording's memory: at most 2 x step_limit
+    //! recent events (56 bytes each, plus 8 per input and output) and a step of at most
+    //! step_limit events (32 bytes each, plus 8 per input and output): 216 bytes for an event
+    //! with two inputs and one output, 13.5 MiB at the default limit, held only as the program
+    //! runs that many calls.
+    std::uint32_t step_limit = 1U << 16;
 };
 
 //! @brief Per-call settings of runtime::call.
@@ -232,6 +256,12 @@ struct call_options {
     //! Indices of inputs the operator updates in place. Each such input's storage gets a new
     //! version (copy-on-write) that the operator writes through op_context::inout().
     std::vector<std::uint32_t> mutates{};
+    //! What operator this is, for matching steps (runtime::begin_step, step_learning): two
+    //! calls are the same operator when their keys are equal. 0: the type of the callable,
+    //! which tells lambdas apart but not one callable type running several operators (a
+    //! framework bridge dispatching every operator through one functor should pass a hash of
+    //! the operator's name).
+    std::uint64_t op_key = 0;
 };
 
 } // namespace dtr

@@ -14,7 +14,7 @@
 //! an explicit stack), evictable_pool.hpp (the pool, victim choice, eviction),
 //! budgeted_memory.hpp (allocation under the budget), release_queue.hpp (release and
 //! banishing), cost_queue.hpp (deferred costs), offloader.hpp (the host tier),
-//! invariants.hpp.
+//! step_tracker.hpp (the program's step and the forecast of its reads), invariants.hpp.
 #pragma once
 
 #include <dtr/arena.hpp>
@@ -33,6 +33,7 @@
 #include <dtr/detail/offloader.hpp>
 #include <dtr/detail/release_queue.hpp>
 #include <dtr/detail/rematerializer.hpp>
+#include <dtr/detail/step_tracker.hpp>
 #include <dtr/error.hpp>
 #include <dtr/heuristic/dtr_eqclass.hpp>
 #include <dtr/hooks.hpp>
@@ -41,6 +42,7 @@
 #include <dtr/op_context.hpp>
 #include <dtr/options.hpp>
 #include <dtr/pin_guard.hpp>
+#include <dtr/step_forecast.hpp>
 #include <dtr/tensor.hpp>
 
 #include <algorithm>
@@ -311,6 +313,31 @@ public:
     //! backend's copy_in throws (the storage stays offloaded).
     bool prefetch(const tensor& t);
 
+    // ---- steps (runtime_options::steps; docs/design.md, "Steps") ---------------------------
+
+    //! @brief Marks the start of a step of the program (a training iteration): the calls
+    //! between two marks are one step, and from the second mark on the runtime forecasts,
+    //! call by call, when the program reads each storage next (heuristic_context::forecast),
+    //! for as long as the calls match the recorded step. A step that runs otherwise (another
+    //! operator, size or input) is dropped at its first differing call and the one it became
+    //! is recorded in its place. Call it where each iteration begins (e.g. before the
+    //! forward pass or at the optimizer step: the same place each time); a framework that
+    //! never calls it is watched for a repeating sequence instead (step_learning::automatic).
+    //! Effects: none under step_learning::off besides counters::steps_marked.
+    //! Complexity: O(1), or O(calls of the step) when it adopts a new recording.
+    //! Throws: dtr::logic_error from inside an operator.
+    void begin_step() {
+        DTR_EXPECTS(!in_operator_, "begin_step() called from inside an operator");
+        steps_.mark();
+    }
+    //! @brief Returns: whether a recorded step is being followed, its length and position,
+    //! and the memory the recording holds.
+    [[nodiscard]] step_status step_state() const noexcept { return steps_.status(); }
+    //! @brief Returns: the forecast of the program's next reads while it follows a recorded
+    //! step (what policies get as heuristic_context::forecast), else null. Valid until the
+    //! next call of the runtime.
+    [[nodiscard]] const step_forecast* forecast() const noexcept { return steps_.forecast(); }
+
     // ---- state ------------------------------------------------------------------------
 
     //! @brief Returns: whether `t`'s storage is in memory.
@@ -408,6 +435,8 @@ private:
     friend class detail::cost_queue;
     template <class, class, class>
     friend class detail::offloader;
+    template <class, class, class>
+    friend class detail::step_tracker;
 
     using storage_t = detail::storage_record<Backend, meta_type>;
     using op_t = detail::op_node<Backend, meta_type>;
@@ -515,7 +544,8 @@ private:
 
     // ---- hooks (the table in dtr/hooks.hpp): heuristics see storage_type only ------------
     heuristic_context hctx() noexcept {
-        return {clock_, &counters_.metadata_accesses, &counters_.heuristic_evaluations};
+        return {clock_, &counters_.metadata_accesses, &counters_.heuristic_evaluations,
+                steps_.forecast()};
     }
 #define DTR_DEFINE_HOOK(name)                                            \
     void hook_##name(storage_t& s) noexcept {                            \
@@ -548,6 +578,7 @@ private:
     detail::release_queue<runtime, Backend, meta_type> release_{*this};
     detail::cost_queue<runtime, Backend, meta_type> costs_{*this};
     detail::offloader<runtime, Backend, meta_type> offload_{*this};
+    detail::step_tracker<runtime, Backend, meta_type> steps_{*this};
 };
 
 // =====================================================================================
@@ -576,9 +607,14 @@ void runtime<B, H>::call_impl(Op&& op, std::span<const tensor> inputs, std::size
     reserve_tensor_nodes(outputs); // handing out the outputs after the run cannot fail
     std::unique_ptr<op_t> record =
         exec_.record(std::forward<Op>(op), inputs, outputs, options, mutated_storages);
+    const bool steps = options_.steps != step_learning::off;
+    if (steps)
+        steps_.before_call(*record, options.op_key != 0 ? options.op_key
+                                                        : detail::type_key<std::decay_t<Op>>());
     touch_inputs(*record);
     remat_.secure_inputs(*record);           // pinned, evicted ones recomputed
     exec_.run(*record, false, options.cost); // on failure: buffers freed, inputs unpinned
+    if (steps) steps_.after_run(*record);    // the forecast's stamps; never throws
     exec_.commit(std::move(record), results, mutated_nodes);
     if (options_.offload_ahead != 0) offload_.copy_ahead();
 }
@@ -702,6 +738,9 @@ basic_pin_guard<runtime<B, H>, Writable> runtime<B, H>::pin_impl(const tensor& t
     remat_.make_resident(s);
     pin(s);
     ++user_pins_;
+    // A read of the program outside any call: an event of its step (a training loop reads
+    // its loss and gradients this way at the end of each step).
+    if (options_.steps != step_learning::off) steps_.after_pin(*s, n->length);
     if constexpr (Writable) {
         ++s->write_guards;
         offload_.release_host_copy(s); // its bytes are about to change

@@ -4,6 +4,7 @@
 #include <dtr/heuristic/dtr_eqclass.hpp>
 #include <dtr/heuristic/dtr_local.hpp>
 #include <dtr/heuristic/lru.hpp>
+#include <dtr/heuristic/next_use.hpp>
 #include <dtr_tools/replay/replay.hpp>
 
 #include <doctest/doctest.h>
@@ -204,4 +205,44 @@ TEST_CASE("arena replays: the region is the budget, and windows evict less than 
     CHECK(win.stats.evictions < one.stats.evictions);
     CHECK(win.slowdown(base.compute) < one.slowdown(base.compute));
     CHECK(logical.slowdown(base.compute) <= win.slowdown(base.compute));
+}
+
+TEST_CASE("a log replayed for several steps repeats its first step, and the runtime follows it") {
+    const auto t = trace_of(chain_log);
+    for (const bool marks : {true, false}) {
+        CAPTURE(marks);
+        const auto one = dtr::replay::run_replay<dtr::heuristics::dtr_local>(t, {.thrash_limit = 0});
+        const auto r = dtr::replay::run_replay<dtr::heuristics::dtr_next_use>(
+            t, {.thrash_limit = 0, .steps = 4, .mark_steps = marks});
+        CHECK(r.status == dtr::replay::status::ok);
+        CHECK(r.steps_done == 4);
+        REQUIRE(r.step_spent.size() == 4);
+        for (const dtr::cost_t spent : r.step_spent) CHECK(spent == 66); // nothing evicted
+        CHECK(r.compute == 4 * one.compute);
+        CHECK(r.peak_resident == one.peak_resident); // the step's names are dropped between
+        CHECK(r.steady_slowdown(66, 4) == 1);
+        CHECK(r.stats.steps_marked == (marks ? 4U : 0U));
+        // A step is 5 calls and the 3 pins that make its outputs resident.
+        if (marks) {
+            // Steps 2-4 follow the first.
+            CHECK(r.stats.steps_learned == 1);
+            CHECK(r.stats.step_divergences == 0);
+            CHECK(r.stats.forecast_calls == 3 * 8);
+        } else {
+            // The three pins of a step are alike: the runtime adopts that short period first
+            // and drops it at the next call, until the whole step has repeated.
+            CHECK(r.stats.steps_learned >= 1);
+            CHECK(r.stats.forecast_calls >= 8);
+        }
+    }
+}
+
+TEST_CASE("a replay of several steps that runs out of budget says in which step") {
+    const auto t = trace_of(chain_log);
+    // The constant and three 100-byte tensors fit only just: too little for any step.
+    const auto r = dtr::replay::run_replay<dtr::heuristics::dtr_next_use>(
+        t, {.budget = 250, .thrash_limit = 0, .steps = 3});
+    CHECK(r.status == dtr::replay::status::oom);
+    CHECK(r.steps_done == 0);
+    CHECK(r.step_spent.size() == 1);
 }

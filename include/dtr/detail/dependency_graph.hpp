@@ -178,6 +178,9 @@ public:
     [[nodiscard]] bool unheld() const noexcept { return tensors.empty(); }
     //! @brief Live operator records that take this storage as input.
     [[nodiscard]] std::size_t dependent_count() const noexcept { return consumers.size(); }
+    //! @brief The runtime's forecast of this storage's next read by the program, as a stamp
+    //! that dtr::step_forecast reads (heuristic_context::forecast): 0 when there is none.
+    [[nodiscard]] std::uint64_t next_use() const noexcept { return use_stamp; }
     //! @brief The policy's own data for this storage.
     [[nodiscard]] Meta& meta() noexcept { return heuristic_data; }
     [[nodiscard]] const Meta& meta() const noexcept { return heuristic_data; }
@@ -213,6 +216,8 @@ protected:
     op_type* producer = nullptr; //!< recipe; null for constants and banished children
     cost_t compute_cost = 0;
     cost_t accessed = 0;
+    //! Next read forecast by the step tracker (dtr::step_forecast's stamp; 0: none).
+    std::uint64_t use_stamp = 0;
     std::uint32_t pins = 0; //!< operator inputs in use, rematerialization frames, guards
     bool is_resident = false;
     consumer_list consumers;
@@ -251,6 +256,7 @@ struct storage_record final : storage_node<Backend, Meta> {
     using base::producer;
     using base::sid;
     using base::tensors;
+    using base::use_stamp;
     using typename base::consumer_list;
 
     pointer ptr{};
@@ -266,6 +272,9 @@ struct storage_record final : storage_node<Backend, Meta> {
     std::uint32_t plan_epoch = 0;
     std::uint32_t plan_reads = 0;
     std::uint32_t hold_slot = 0;
+    //! The step tracker's number of the last call slot (an input read or an output made by a
+    //! program's call) that named this storage; ~0: none yet.
+    std::uint64_t last_slot = ~std::uint64_t{0};
     list_hook all_hook{}; //!< membership in the registry's list of all storages
 };
 

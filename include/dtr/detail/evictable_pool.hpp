@@ -112,6 +112,10 @@ public:
 private:
     //! Whether the victim scan puts storages nobody holds before every held one now.
     [[nodiscard]] bool kept_go_first() const noexcept {
+        // A policy that reads the forecast knows when a kept storage is needed again (by the
+        // restores that read it), which "nobody holds it" only guesses: it orders them itself.
+        if constexpr (reads_forecast<typename Rt::heuristic_type>)
+            if (rt_.steps_.forecast() != nullptr) return false;
         return rt_.keeps_released() && rt_.options_.kept == kept_priority::first;
     }
 

@@ -74,6 +74,11 @@ public:
     [[nodiscard]] bool running() const noexcept { return op_ != nullptr; }
     [[nodiscard]] const op& running_op() const noexcept { return *op_; }
     [[nodiscard]] bool rematerializing() const noexcept { return remat_; }
+    //! @brief Between a first run and its commit: the new version the run made of the k-th
+    //! storage it mutates.
+    [[nodiscard]] storage* version_target(std::uint32_t k) const noexcept {
+        return versions_[k].target;
+    }
     //! @brief Effects: takes `t`, time the runtime spent on its own work inside the running
     //! operator's body (evicting for its outputs), out of the operator's measured cost
     //! (dtr::cost_clock).

@@ -18,6 +18,7 @@
 #include <dtr/heuristic/largest.hpp>
 #include <dtr/heuristic/lru.hpp>
 #include <dtr/heuristic/msps.hpp>
+#include <dtr/heuristic/next_use.hpp>
 #include <dtr/heuristic/random.hpp>
 
 #include <string_view>
@@ -34,8 +35,9 @@ template <class Cost>
 using ablations_of = policy_list<ablation<Cost, true, true>, ablation<Cost, true, false>,
                                  ablation<Cost, false, true>, ablation<Cost, false, false>>;
 
-using named_policies = policy_list<dtr, dtr_eqclass, dtr_local, msps, lru, largest, random,
-                                   dtr_ancestors, dtr_ancestors_soft, dtr_held, dtr_held_bounded>;
+using named_policies =
+    policy_list<dtr, dtr_eqclass, dtr_local, msps, lru, largest, random, dtr_ancestors,
+                dtr_ancestors_soft, dtr_held, dtr_held_bounded, dtr_next_use, dtr_held_next_use>;
 
 namespace detail {
 template <class F, class... H>

@@ -196,8 +196,13 @@ struct dtr_run {
     //! else evicted); "thrashing" (over options.remat_limit); "inconsistent" (the recording
     //! could not map a storage to its node: a bug, reported rather than hidden).
     std::string status = "ok";
-    schedule events;         //!< what the runtime executed (complete only when status is "ok")
-    cost_t compute_cost = 0; //!< the runtime's own total: first runs + rematerialisations
+    //! What the runtime executed in the last iteration (complete only when status is "ok").
+    schedule events;
+    //! The runtime's own total in the last iteration: first runs + rematerialisations.
+    cost_t compute_cost = 0;
+    //! The same total for each iteration run (simulate_dtr's `iterations`), the last one's
+    //! included even when it stopped.
+    std::vector<cost_t> iteration_costs;
     counters stats{};        //!< the runtime's counters at the end
     std::string detail;      //!< the exception's message when not ok
     //! When not ok: the program's node being called (its inputs are pinned by the call), the
@@ -213,11 +218,17 @@ struct dtr_run {
 //! bytes and returns the recorded schedule.
 //!
 //! `options.budget` is overwritten with `budget`; the other options (deallocation policy,
-//! remat limit) are used as given. Complexity: that of the runtime on n calls.
+//! remat limit, step learning) are used as given. With `iterations` > 1 the program runs that
+//! many times in a row on one runtime, as the steps of a training loop (runtime::begin_step()
+//! before each): every handle is dropped at the end of an iteration, so each starts from an
+//! empty memory, and the schedule returned is the last iteration's alone, a schedule of the
+//! graph the checker verifies like any other. Complexity: that of the runtime on n x
+//! iterations calls.
 //! @throws dtr::logic_error when `g` is not topologically indexed.
 template <class H>
 [[nodiscard]] dtr_run simulate_dtr(const static_graph& g, std::uint64_t budget,
-                                   runtime_options options = {}, H heuristic = H{}) {
+                                   runtime_options options = {}, H heuristic = H{},
+                                   std::size_t iterations = 1) {
     DTR_EXPECTS(g.is_topologically_indexed(), "simulate_dtr: graph must be topologically indexed");
     options.budget = static_cast<std::size_t>(
         std::min<std::uint64_t>(budget, std::numeric_limits<std::size_t>::max()));
@@ -241,22 +252,32 @@ template <class H>
                 if (st.resident) out.resident_at_failure.push_back(st.node);
             std::sort(out.resident_at_failure.begin(), out.resident_at_failure.end());
         };
+        std::size_t events_before = 0; // where the running iteration's events begin
+        cost_t cost_before = 0;
+        const auto spent = [&rt] { return rt.stats().compute_cost + rt.stats().remat_cost; };
         try {
-            for (; v < n; ++v) {
-                inputs.clear();
-                for (const node_id u : g.predecessors(v)) inputs.push_back(handle[u]);
-                const std::size_t bytes = static_cast<std::size_t>(g[v].output_bytes);
-                handle[v] = rt.call(
-                    [rec, v, bytes](op_context<sim_backend>& ctx) {
-                        rec->attempt(v);
-                        (void)ctx.output(0, bytes);
-                        rec->ran(v);
-                    },
-                    std::span<const tensor>(inputs), call_options{g[v].compute_cost, {}});
-                inputs.clear();
-                for (const node_id u : g.predecessors(v))
-                    if (last_use[u] == v) handle[u] = tensor{};
-                if (last_use[v] == n) handle[v] = tensor{};
+            for (std::size_t it = 0; it < std::max<std::size_t>(iterations, 1); ++it) {
+                events_before = rec->recording().events.size();
+                cost_before = spent();
+                if (iterations > 1) rt.begin_step();
+                for (v = 0; v < n; ++v) {
+                    inputs.clear();
+                    for (const node_id u : g.predecessors(v)) inputs.push_back(handle[u]);
+                    const std::size_t bytes = static_cast<std::size_t>(g[v].output_bytes);
+                    handle[v] = rt.call(
+                        [rec, v, bytes](op_context<sim_backend>& ctx) {
+                            rec->attempt(v);
+                            (void)ctx.output(0, bytes);
+                            rec->ran(v);
+                        },
+                        std::span<const tensor>(inputs),
+                        call_options{g[v].compute_cost, {}, static_cast<std::uint64_t>(v) + 1});
+                    inputs.clear();
+                    for (const node_id u : g.predecessors(v))
+                        if (last_use[u] == v) handle[u] = tensor{};
+                    if (last_use[v] == n) handle[v] = tensor{};
+                }
+                out.iteration_costs.push_back(spent() - cost_before);
             }
         } catch (const out_of_memory& e) {
             out.status = "oom";
@@ -270,13 +291,20 @@ template <class H>
         inputs.clear();
         handle.clear(); // releases before the runtime goes: their frees are recorded too
         out.stats = rt.stats();
-        out.compute_cost = out.stats.compute_cost + out.stats.remat_cost;
+        if (out.status != "ok") out.iteration_costs.push_back(spent() - cost_before);
+        out.compute_cost = out.iteration_costs.back();
         auto& log = rec->recording();
         if (out.status == "ok" && !log.inconsistency.empty()) {
             out.status = "inconsistent";
             out.detail = log.inconsistency;
         }
-        out.events = std::move(log.events);
+        if (events_before == 0) {
+            out.events = std::move(log.events);
+        } else { // the last iteration's events alone
+            out.events.reserve(log.events.size() - events_before);
+            for (std::size_t i = events_before; i < log.events.size(); ++i)
+                out.events.push_back(log.events[i]);
+        }
     }
     return out;
 }

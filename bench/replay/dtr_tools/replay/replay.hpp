@@ -102,6 +102,20 @@ struct replay_options {
     //! The share of a copy-back charged for a storage with a host copy
     //! (runtime_options::copy_back_charge).
     double copy_back_charge = 1.0;
+    //! Times the log's step runs in a row, as a training loop would: the constants are kept
+    //! (each step's CONSTANT is the first step's storage, unchanged), each step ends like the
+    //! log (its outputs made resident) and then drops every other name. `baseline_compute`
+    //! and `thrash_limit` stay per step.
+    std::size_t steps = 1;
+    //! Call runtime::begin_step() before each step (a framework marking its iterations);
+    //! false leaves the runtime to find the repetition itself.
+    bool mark_steps = true;
+    //! runtime_options::steps (whether the runtime learns the step at all).
+    step_learning learning = step_learning::automatic;
+    //! With steps > 1: thrash_limit applies to each step alone (its compute, recomputation
+    //! and transfer waits over baseline_compute), except to the first, which learns the step
+    //! and gets this limit instead (0: thrash_limit too).
+    double first_step_thrash_limit = 0;
 };
 
 //! @brief What one replay measured.
@@ -126,15 +140,36 @@ struct replay_result {
     //! Compute, recomputation and transfer waits when the last record had run, before the
     //! outputs were made resident (0 when the run stopped inside the log).
     cost_t spent_at_log_end = 0;
-    //! @brief Total compute over `baseline` (the published "slowdown").
+    //! Steps run to their end (replay_options::steps), and what each one spent: compute,
+    //! recomputation and transfer waits, its outputs made resident included.
+    std::size_t steps_done = 0;
+    std::vector<cost_t> step_spent;
+    //! @brief Steps 2 and later (the steady state) over as many baseline steps; for a run of
+    //! one step, its slowdown. 0 when a run of several steps did not finish its first two.
+    [[nodiscard]] double steady_slowdown(cost_t baseline, std::size_t steps) const noexcept {
+        if (steps <= 1) return slowdown(baseline);
+        if (steps_done < 2 || baseline <= 0) return 0;
+        cost_t sum = 0;
+        for (std::size_t i = 1; i < steps_done; ++i) sum += step_spent[i];
+        return sum / (baseline * static_cast<double>(steps_done - 1));
+    }
+    //! @brief Total compute over `baseline` times the steps begun (the published "slowdown"
+    //! for one step).
     [[nodiscard]] double slowdown(cost_t baseline) const noexcept {
-        return baseline > 0 ? (compute + remat + transfer_stall) / baseline : 0;
+        const double steps = static_cast<double>(std::max<std::size_t>(step_spent.size(), 1));
+        return baseline > 0 ? (compute + remat + transfer_stall) / (baseline * steps) : 0;
     }
 };
 
 namespace detail {
 
 // Operators of a replay do no work: they only declare their outputs, from the log.
+//! The key of a logged operator for matching steps (call_options::op_key): its name's id,
+//! CALL and MUTATE apart.
+inline std::uint64_t op_key(op_id op, bool mutation) noexcept {
+    return (std::uint64_t{op} << 1 | static_cast<std::uint64_t>(mutation)) + 1;
+}
+
 struct logged_call {
     const instr::call* call;
     template <class Ctx>
@@ -164,7 +199,9 @@ struct logged_mutation {
 //! storage (runtime::view); COPY_FROM -> the destination's tensor is released, then it
 //! becomes a view of the source's; RELEASE -> the handle is dropped (eager eviction). At the
 //! end, every tensor still referenced is made resident and pinned, in order of first
-//! definition of its names, as the simulator does.
+//! definition of its names, as the simulator does. With options.steps > 1 the log runs that
+//! many times in a row (replay_options::steps); each CALL and MUTATE carries its operator's
+//! name as its op_key.
 template <class Heuristic>
 replay_result run_replay(const trace& t, const replay_options& options,
                          Heuristic heuristic = Heuristic{}) {
@@ -172,8 +209,21 @@ replay_result run_replay(const trace& t, const replay_options& options,
     const auto start = std::chrono::steady_clock::now();
     replay_result result;
     result.budget = options.budget;
+    const std::size_t steps = std::max<std::size_t>(options.steps, 1);
+    const double step_count = static_cast<double>(steps);
+    // Each step is held to its own limit (the first to its own); the runtime's allowance for
+    // recomputation is what all of them allow together, for deep restores.
+    const double first_limit = options.first_step_thrash_limit > 0 ? options.first_step_thrash_limit
+                                                                   : options.thrash_limit;
+    auto step_thrash_at = [&](std::size_t step) -> cost_t {
+        return options.thrash_limit > 0
+                   ? (step == 0 ? first_limit : options.thrash_limit) * options.baseline_compute
+                   : 0;
+    };
     const cost_t thrash_at =
-        options.thrash_limit > 0 ? options.thrash_limit * options.baseline_compute : 0;
+        options.thrash_limit > 0
+            ? (first_limit + options.thrash_limit * (step_count - 1)) * options.baseline_compute
+            : 0;
     runtime_options rt_options{.budget = options.budget,
                                .dealloc = options.dealloc,
                                .kept = options.kept,
@@ -184,11 +234,13 @@ replay_result run_replay(const trace& t, const replay_options& options,
                                .placement = options.placement,
                                .offload = options.offload,
                                .offload_ahead = options.offload_ahead,
-                               .copy_back_charge = options.copy_back_charge};
+                               .copy_back_charge = options.copy_back_charge,
+                               .steps = options.learning};
     // Thrashing is caught inside a rematerialization too: a deep one can cost without bound.
     // (A thrash limit below 1 leaves no allowance at all: the runtime takes no negative one.)
     if (thrash_at > 0)
-        rt_options.remat_limit = std::max<cost_t>(0, thrash_at - options.baseline_compute);
+        rt_options.remat_limit =
+            std::max<cost_t>(0, thrash_at - options.baseline_compute * step_count);
     sim_backend backend =
         options.arena_alignment == 0
             ? sim_backend{}
@@ -249,99 +301,128 @@ replay_result run_replay(const trace& t, const replay_options& options,
         handle[n].reset();
     };
     std::vector<tensor> args, constants;
+    // Steps after the first: the first step's constants, by record (views, so that a MUTATE
+    // of a constant's name in one step leaves the next step's constant as it was).
+    std::vector<tensor> kept_constant(steps > 1 ? t.records.size() : 0);
     bool backward = false;
     std::size_t at = 0;
+    cost_t step_start = 0;
     result.records_total = t.records.size();
     try {
-        for (; at < t.records.size(); ++at) {
-            const record& rec = t.records[at];
-            switch (rec.op.index()) {
-                case 0: { // annotate
-                    if (std::get<instr::annotate>(rec.op).what == annotation::backward &&
-                        !backward) {
-                        backward = true;
-                        result.forward_compute = rt.stats().compute_cost;
-                    }
-                    break;
-                }
-                case 1: { // constant
-                    const auto& c = std::get<instr::constant>(rec.op);
-                    handle[c.name] = rt.constant(static_cast<std::size_t>(c.bytes));
-                    value_of[c.name] = new_value();
-                    if (options.keep_constants) constants.push_back(handle[c.name]);
-                    break;
-                }
-                case 2: { // call
-                    const auto& c = std::get<instr::call>(rec.op);
-                    args.clear();
-                    for (name_id a : c.args) args.push_back(handle[a]);
-                    auto outs = rt.call_n(c.results.size(), detail::logged_call{&c}, args,
-                                          {.cost = static_cast<cost_t>(c.time_ns)});
-                    for (std::size_t i = 0; i < outs.size(); ++i) {
-                        handle[c.results[i].name] = std::move(outs[i]);
-                        value_of[c.results[i].name] = new_value();
-                    }
-                    break;
-                }
-                case 3: { // mutate
-                    const auto& m = std::get<instr::mutate>(rec.op);
-                    args.clear();
-                    for (name_id a : m.args) args.push_back(handle[a]);
-                    rt.mutate(detail::logged_mutation{}, args, m.mutated,
-                              static_cast<cost_t>(m.time_ns));
-                    args.clear(); // the old versions' last handles may be these copies
-                    for (std::uint32_t k : m.mutated) {
-                        const name_id n = m.args[k];
-                        --refs[value_of[n]];
-                        value_of[n] = new_value();
-                    }
-                    break;
-                }
-                case 4: { // copy
-                    const auto& c = std::get<instr::copy>(rec.op);
-                    handle[c.dst] = rt.view(handle[c.src]);
-                    value_of[c.dst] = value_of[c.src];
-                    ++refs[value_of[c.src]];
-                    break;
-                }
-                case 5: { // copy_from
-                    const auto& c = std::get<instr::copy_from>(rec.op);
-                    drop(c.dst);
-                    handle[c.dst] = rt.view(handle[c.src]);
-                    value_of[c.dst] = value_of[c.src];
-                    ++refs[value_of[c.src]];
-                    break;
-                }
-                case 6: { // release
-                    drop(std::get<instr::release>(rec.op).name);
-                    break;
-                }
-                default:
-                    break;
+        for (std::size_t step = 0; step < steps && result.status == status::ok; ++step) {
+            if (options.mark_steps && steps > 1) rt.begin_step();
+            step_start = spent();
+            result.step_spent.push_back(0);
+            if (step > 0) { // the previous step's names are gone; values start afresh
+                std::fill(value_of.begin(), value_of.end(), 0U);
+                refs.assign(1, 0);
             }
-            if (options.prefetch_lookahead > 0 && (rec.op.index() == 2 || rec.op.index() == 3))
-                prefetch_after(at, handle);
-            if (thrash_at > 0 && spent() > thrash_at) {
-                result.status = status::thrash;
-                break;
+            for (at = 0; at < t.records.size(); ++at) {
+                const record& rec = t.records[at];
+                switch (rec.op.index()) {
+                    case 0: { // annotate
+                        if (std::get<instr::annotate>(rec.op).what == annotation::backward &&
+                            !backward) {
+                            backward = true;
+                            result.forward_compute = rt.stats().compute_cost;
+                        }
+                        break;
+                    }
+                    case 1: { // constant
+                        const auto& c = std::get<instr::constant>(rec.op);
+                        if (step == 0) {
+                            handle[c.name] = rt.constant(static_cast<std::size_t>(c.bytes));
+                            if (options.keep_constants) constants.push_back(handle[c.name]);
+                            if (steps > 1) kept_constant[at] = rt.view(handle[c.name]);
+                        } else {
+                            handle[c.name] = rt.view(kept_constant[at]);
+                        }
+                        value_of[c.name] = new_value();
+                        break;
+                    }
+                    case 2: { // call
+                        const auto& c = std::get<instr::call>(rec.op);
+                        args.clear();
+                        for (name_id a : c.args) args.push_back(handle[a]);
+                        auto outs = rt.call_n(c.results.size(), detail::logged_call{&c}, args,
+                                              {.cost = static_cast<cost_t>(c.time_ns),
+                                               .op_key = detail::op_key(c.op, false)});
+                        for (std::size_t i = 0; i < outs.size(); ++i) {
+                            handle[c.results[i].name] = std::move(outs[i]);
+                            value_of[c.results[i].name] = new_value();
+                        }
+                        break;
+                    }
+                    case 3: { // mutate
+                        const auto& m = std::get<instr::mutate>(rec.op);
+                        args.clear();
+                        for (name_id a : m.args) args.push_back(handle[a]);
+                        rt.call_n(0, detail::logged_mutation{}, args,
+                                  {.cost = static_cast<cost_t>(m.time_ns),
+                                   .mutates = m.mutated,
+                                   .op_key = detail::op_key(m.op, true)});
+                        args.clear(); // the old versions' last handles may be these copies
+                        for (std::uint32_t k : m.mutated) {
+                            const name_id n = m.args[k];
+                            --refs[value_of[n]];
+                            value_of[n] = new_value();
+                        }
+                        break;
+                    }
+                    case 4: { // copy
+                        const auto& c = std::get<instr::copy>(rec.op);
+                        handle[c.dst] = rt.view(handle[c.src]);
+                        value_of[c.dst] = value_of[c.src];
+                        ++refs[value_of[c.src]];
+                        break;
+                    }
+                    case 5: { // copy_from
+                        const auto& c = std::get<instr::copy_from>(rec.op);
+                        drop(c.dst);
+                        handle[c.dst] = rt.view(handle[c.src]);
+                        value_of[c.dst] = value_of[c.src];
+                        ++refs[value_of[c.src]];
+                        break;
+                    }
+                    case 6: { // release
+                        drop(std::get<instr::release>(rec.op).name);
+                        break;
+                    }
+                    default:
+                        break;
+                }
+                if (options.prefetch_lookahead > 0 && (rec.op.index() == 2 || rec.op.index() == 3))
+                    prefetch_after(at, handle);
+                if (thrash_at > 0 && spent() - step_start > step_thrash_at(step)) {
+                    result.status = status::thrash;
+                    break;
+                }
             }
-        }
-        if (result.status == status::ok) {
+            if (result.status != status::ok) break;
             result.spent_at_log_end = spent();
-            // Outputs: every value still referenced, in order of its names' first definition.
-            std::vector<const tensor*> representative(refs.size(), nullptr);
-            for (name_id n = 0; n < handle.size(); ++n)
-                if (handle[n].valid() && representative[value_of[n]] == nullptr)
-                    representative[value_of[n]] = &handle[n];
-            std::vector<typename runtime_type::read_guard> outputs;
-            std::vector<bool> pinned(refs.size(), false);
-            for (name_id n = 0; n < handle.size(); ++n) {
-                const std::uint32_t v = value_of[n];
-                if (v == 0 || refs[v] == 0 || pinned[v] || representative[v] == nullptr) continue;
-                pinned[v] = true;
-                outputs.push_back(rt.pin(*representative[v]));
+            {
+                // Outputs: every value still referenced, in order of its names' first
+                // definition.
+                std::vector<const tensor*> representative(refs.size(), nullptr);
+                for (name_id n = 0; n < handle.size(); ++n)
+                    if (handle[n].valid() && representative[value_of[n]] == nullptr)
+                        representative[value_of[n]] = &handle[n];
+                std::vector<typename runtime_type::read_guard> outputs;
+                std::vector<bool> pinned(refs.size(), false);
+                for (name_id n = 0; n < handle.size(); ++n) {
+                    const std::uint32_t v = value_of[n];
+                    if (v == 0 || refs[v] == 0 || pinned[v] || representative[v] == nullptr)
+                        continue;
+                    pinned[v] = true;
+                    outputs.push_back(rt.pin(*representative[v]));
+                }
             }
-            if (thrash_at > 0 && spent() > thrash_at) result.status = status::thrash;
+            if (thrash_at > 0 && spent() - step_start > step_thrash_at(step))
+                result.status = status::thrash;
+            if (step + 1 < steps) // the training loop consumed the outputs
+                for (tensor& n : handle) n.reset();
+            result.step_spent.back() = spent() - step_start;
+            if (result.status == status::ok) ++result.steps_done;
         }
     } catch (const out_of_memory& e) {
         result.status = status::oom;
@@ -349,6 +430,8 @@ replay_result run_replay(const trace& t, const replay_options& options,
     } catch (const thrashing&) {
         result.status = status::thrash;
     }
+    if (result.status != status::ok && !result.step_spent.empty())
+        result.step_spent.back() = spent() - step_start;
     if (!backward) result.forward_compute = rt.stats().compute_cost;
     result.records_done = at;
     result.compute = rt.stats().compute_cost;

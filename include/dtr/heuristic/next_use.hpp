@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief Policies that know when the program reads each storage next: the runtime's
+//! forecast (Belady's information, from the step it has recorded) in place of staleness
+//! where there is one, an online policy's own score where there is none.
+#pragma once
+
+#include <dtr/bounded_score.hpp>
+#include <dtr/concepts.hpp>
+#include <dtr/heuristic/ablation.hpp>
+#include <dtr/heuristic/dtr_eqclass.hpp>
+#include <dtr/heuristic/dtr_held_bounded.hpp>
+#include <dtr/hooks.hpp>
+#include <dtr/step_forecast.hpp>
+
+#include <cstddef>
+#include <limits>
+#include <utility>
+#include <vector>
+
+namespace dtr::heuristics {
+
+//! @brief An online policy whose staleness gives way to the time until the next use.
+//!
+//! Score of a storage t with a forecast (heuristic_context::forecast, while the program
+//! follows a step the runtime has recorded, docs/design.md "Steps"):
+//!
+//!     (c(t) + c(evicted ancestors of t)) / (m(t) x d(t))
+//!
+//! d(t) is the program time until t is next used (dtr::step_forecast::time_to_next_use): read
+//! by a call, or needed resident to recompute an evicted storage that a call reads. The
+//! numerator is what evicting t would cost at that use, to recompute t and the evicted
+//! ancestors it needs: for dtr_eqclass the classes of t's evicted parents
+//! (cost::eqclass::numerator_up), for dtr_held_bounded its bounded upward walk. The evicted
+//! descendants that dtr_eqclass also charges are not charged: the forecast has already made
+//! t as urgent as the earliest of them. So, of two storages with the same cost and size, the
+//! one used later goes first, and one neither read nor needed again in the known future
+//! goes before both; a storage the running call reads is pinned, never a victim.
+//!
+//! Without a forecast for t (no step recorded, the program has just left it, or t was last
+//! touched before it was learned) the score is the online policy's own, staleness included:
+//! the fallback the runtime returns to within one call of a divergence. Events go to the
+//! online policy unchanged, so the upkeep is the online policy's; a score with a forecast
+//! costs two stamp reads and the numerator (one find per evicted parent for dtr_eqclass).
+//! Not a factored policy: search::indexed's keys assume staleness.
+template <class Online>
+class next_use_aware {
+public:
+    //! Evicted storages visited below a storage to find when it is needed for a restore:
+    //! the bound keeps a score's cost constant (docs/heuristics.md, "dtr_next_use").
+    static constexpr std::size_t need_walk_limit = 32;
+    //! Evicted ancestors visited to price a storage's recomputation.
+    static constexpr std::size_t cost_walk_limit = 128;
+    //! How far, in steps, the next use of a storage the forecast sees no use of is put.
+    static constexpr double unused_steps = 1e6;
+
+    //! The online policy's data, and the mark of the walks below.
+    struct storage_data : Online::storage_data {
+        mutable std::uint64_t next_use_walk = 0;
+    };
+    using online_type = Online;
+    //! Kept storages are ordered by the forecast, not put first (dtr::reads_forecast).
+    static constexpr bool reads_forecast = true;
+
+    next_use_aware() = default;
+    explicit next_use_aware(Online online) : online_(std::move(online)) {}
+
+    //! @brief The score (see the class comment); +infinity when the denominator is 0.
+    template <class Storage>
+    double score(const Storage& s, const heuristic_context& ctx) {
+        return score(s, ctx, std::numeric_limits<double>::infinity());
+    }
+
+    //! @brief The score against a scan's best so far (dtr::bounded_scoring_heuristic):
+    //! with a forecast, the walks stop as soon as the partial score is above `bound` (the
+    //! numerator only grows and the time until the next use only shrinks as they go, so a
+    //! partial score never exceeds the score); without one, the online policy's score
+    //! (against the bound where it takes one).
+    template <class Storage>
+    double score(const Storage& s, const heuristic_context& ctx, double bound) {
+        if (ctx.forecast != nullptr && ctx.forecast->time_to_next_use(s) >= 0)
+            return informed(s, ctx, *ctx.forecast, bound);
+        return score_against(online_, s, ctx, bound);
+    }
+
+    //! @brief Returns: the online policy (its statistics, its own tuning).
+    [[nodiscard]] Online& online() noexcept { return online_; }
+    [[nodiscard]] const Online& online() const noexcept { return online_; }
+
+    // ---- events: the online policy's upkeep, unchanged ------------------------------------
+#define DTR_NEXT_USE_FORWARD(hook_name)                                      \
+    template <class Storage>                                                 \
+    void hook_name(Storage& s, const heuristic_context& ctx) {               \
+        hook::hook_name##_t::invoke(online_, s, ctx);                        \
+    }
+    DTR_HEURISTIC_HOOKS(DTR_NEXT_USE_FORWARD)
+#undef DTR_NEXT_USE_FORWARD
+
+private:
+    //! The score with a forecast: `d` >= 0 is the time until s is next read. It is used
+    //! earlier when an evicted storage recomputed from it is read first (it must be resident
+    //! to restore that one): the walk down the evicted storages below s, at most
+    //! need_walk_limit visits, finds the earliest. The numerator is the cost of s and of the
+    //! evicted ancestors its recomputation needs (the walk up, at most cost_walk_limit
+    //! visits). Both walks stop once the partial score is above `bound`.
+    template <class Storage>
+    double informed(const Storage& s, const heuristic_context& ctx, const step_forecast& f,
+                    double bound) {
+        ctx.count_access();
+        const double bytes = static_cast<double>(s.size());
+        double numerator = static_cast<double>(s.cost());
+        // Read by the program: when. A storage neither read nor needed in the known future
+        // (the walk below finds no read) is used never, as far as the forecast knows: 0.
+        double d = f.time_to_next_read(s);
+        auto partial = [&] {
+            const double denominator = d * bytes;
+            return denominator > 0 ? numerator / denominator
+                                   : std::numeric_limits<double>::infinity();
+        };
+        if (d >= 0 && partial() > bound) return partial();
+        bool cut = false;
+        walk<false>(s, ctx, need_walk_limit, [&](const auto& c) {
+            const double read = f.time_to_next_read(c);
+            if (read >= 0 && (d < 0 || read < d)) {
+                d = read;
+                cut = partial() > bound;
+            }
+            return !cut;
+        });
+        if (cut) return partial();
+        // Neither read nor needed in the known future: before every storage that is, the
+        // cheapest per byte first (no walk: its ancestors matter only if the forecast is
+        // wrong), as if its next use were a million steps away.
+        if (d < 0) return numerator / (bytes * unused_steps * f.step_time());
+        walk<true>(s, ctx, cost_walk_limit, [&](const auto& u) {
+            numerator += static_cast<double>(u.cost());
+            cut = partial() > bound;
+            return !cut;
+        });
+        return partial();
+    }
+
+    //! Calls visit(u) for each evicted storage reachable from s through evicted storages,
+    //! upwards (parents) or downwards (children), breadth first, each once, at most `limit`
+    //! neighbour visits (one metadata access each), until visit returns false.
+    template <bool Up, class Storage, class Visit>
+    void walk(const Storage& s, const heuristic_context& ctx, std::size_t limit, Visit&& visit) {
+        const std::uint64_t epoch = ++epoch_;
+        s.meta().next_use_walk = epoch;
+        walk_.clear();
+        walk_.push_back(&s);
+        for (std::size_t head = 0; head < walk_.size() && limit > 0; ++head) {
+            auto step = [&](const auto& u) {
+                if (limit == 0) return;
+                --limit;
+                ctx.count_access();
+                if (u.meta().next_use_walk == epoch) return;
+                u.meta().next_use_walk = epoch;
+                if (u.resident()) return;
+                if (!visit(u)) {
+                    limit = 0;
+                    return;
+                }
+                walk_.push_back(&u);
+            };
+            const auto* at = static_cast<const Storage*>(walk_[head]);
+            if constexpr (Up)
+                at->for_each_parent(step);
+            else
+                at->for_each_child(step);
+        }
+    }
+
+    Online online_{};
+    std::vector<const void*> walk_; //!< the walks' queue, kept for its capacity
+    std::uint64_t epoch_ = 0;       //!< of the last walk
+};
+
+//! @brief dtr_eqclass with the forecast: the default's cost model and near-constant upkeep,
+//! Belady's distance where the program repeats a recorded step.
+struct dtr_next_use : next_use_aware<dtr_eqclass> {
+    static constexpr const char* name = "dtr_next_use";
+    using next_use_aware<dtr_eqclass>::next_use_aware;
+};
+static_assert(heuristic<dtr_next_use>);
+
+//! @brief dtr_held_bounded with the forecast: its walks' numerator (evicted ancestors, held
+//! evicted descendants), the distance to the next read in place of staleness.
+struct dtr_held_next_use : next_use_aware<dtr_held_bounded> {
+    static constexpr const char* name = "dtr_held_next_use";
+    using next_use_aware<dtr_held_bounded>::next_use_aware;
+};
+static_assert(heuristic<dtr_held_next_use>);
+static_assert(bounded_scoring_heuristic<dtr_next_use>);
+
+} // namespace dtr::heuristics

@@ -1,0 +1,169 @@
+// SPDX-License-Identifier: Apache-2.0
+// Property test of the forecast policies: random programs (tests/support/random_program.hpp)
+// run four times in a row on one runtime, as the steps of a training loop: the same program
+// four times, one program then another (a switch mid-run), two alternating, or four
+// different ones (steps that always differ). Each run is one step: marked with
+// runtime::begin_step(), or left for the runtime to detect. The policies that read the
+// forecast (dtr_next_use, dtr_held_next_use) only choose victims, so every value read must
+// be bit-identical to an unbudgeted run of dtr_local, resident bytes must never exceed the
+// budget (faults injected in most runs), and nothing may leak.
+//
+// Environment: DTR_PROPERTY_SEED, DTR_PROPERTY_PROGRAMS (default: an eighth of the build's
+// property_programs option), DTR_PROPERTY_ONLY=i, as the other property tests.
+#include "support/property_harness.hpp"
+
+#include <dtr/backend/fault_injecting.hpp>
+#include <dtr/heuristic/dtr_local.hpp>
+#include <dtr/heuristic/next_use.hpp>
+#include <dtr/runtime.hpp>
+
+#include <doctest/doctest.h>
+
+#include <array>
+#include <cstdio>
+#include <random>
+#include <string>
+
+#ifndef DTR_PROPERTY_PROGRAMS
+#define DTR_PROPERTY_PROGRAMS 2000
+#endif
+
+namespace {
+
+namespace h = dtr::heuristics;
+
+//! The programs of the four steps, by the kind of sequence.
+std::array<std::uint64_t, 4> step_seeds(std::uint64_t seed) {
+    const std::uint64_t a = seed, b = dtr_test::splitmix(seed + 1);
+    switch (seed % 4) {
+        case 0:
+            return {a, a, a, a}; // repeated
+        case 1:
+            return {a, a, b, b}; // switched mid-run
+        case 2:
+            return {a, b, a, b}; // alternating
+        default:
+            return {a, b, dtr_test::splitmix(seed + 2), dtr_test::splitmix(seed + 3)};
+    }
+}
+
+const char* describe(std::uint64_t seed) {
+    static const char* kinds[] = {"repeated", "switched", "alternating", "all different"};
+    return kinds[seed % 4];
+}
+
+//! Runs the four steps on one runtime and joins what they observed.
+template <class Runtime>
+dtr_test::program_trace run_steps(Runtime& rt, std::uint64_t seed, std::size_t steps, bool marks,
+                                  std::size_t invariant_period) {
+    dtr_test::program_trace all;
+    for (const std::uint64_t s : step_seeds(seed)) {
+        if (marks) rt.begin_step();
+        dtr_test::program_trace t =
+            dtr_test::program_runner<Runtime>(rt, s, steps, invariant_period).run();
+        all.reads.insert(all.reads.end(), t.reads.begin(), t.reads.end());
+        all.sizes.insert(all.sizes.end(), t.sizes.begin(), t.sizes.end());
+        all.floor = std::max(all.floor, t.floor);
+        all.ooms += t.ooms;
+        all.budget_lifts += t.budget_lifts;
+        all.guard_mutations += t.guard_mutations;
+        all.write_guard_rejections += t.write_guard_rejections;
+        all.guards_taken += t.guards_taken;
+        all.guard_reads += t.guard_reads;
+        all.faults_caught += t.faults_caught;
+        all.recoveries += t.recoveries;
+        all.faults_suspended += t.faults_suspended;
+        // The runtime's and backend's own figures are cumulative: the last run's are all.
+        all.peak_resident = t.peak_resident;
+        all.backend_peak = t.backend_peak;
+        all.evictions = t.evictions;
+        all.remats = t.remats;
+        all.banishments = t.banishments;
+        all.in_place_reuses = t.in_place_reuses;
+        all.allocation_faults = t.allocation_faults;
+        all.execution_faults = t.execution_faults;
+    }
+    return all;
+}
+
+struct step_totals {
+    std::uint64_t forecast_calls = 0, divergences = 0, learned = 0;
+};
+
+template <class Heuristic>
+void check_against(const dtr_test::program_trace& reference, const dtr_test::program_case& c,
+                   bool marks, dtr::dealloc_policy dealloc, std::mt19937_64& budget_rng,
+                   std::mt19937_64& fault_rng, dtr_test::run_totals& sum, step_totals& steps) {
+    const std::size_t budget = dtr_test::draw_budget(reference, budget_rng);
+    const dtr_test::run_plan plan = dtr_test::draw_plan(fault_rng);
+    INFO("heuristic=", std::string(Heuristic::name), " marks=", marks,
+         " dealloc=", static_cast<int>(dealloc), " steps: ", describe(c.seed), " budget=", budget,
+         " (reference peak ", reference.peak_resident, ", floor ", reference.floor, ") ",
+         dtr_test::describe(plan));
+    using backend = dtr::fault_injecting_backend<dtr::host_backend>;
+    dtr::runtime<backend, Heuristic> rt(
+        {.budget = budget, .dealloc = dealloc, .mutation = c.scope}, backend(plan.faults));
+    dtr_test::program_trace t;
+    try {
+        t = run_steps(rt, c.seed, c.steps, marks, plan.invariant_period);
+    } catch (const std::exception& e) {
+        FAIL("program failed: ", std::string(e.what()));
+        return;
+    }
+    dtr_test::check_matches_reference(t, reference, budget);
+    sum.add(t);
+    steps.forecast_calls += rt.stats().forecast_calls;
+    steps.divergences += rt.stats().step_divergences;
+    steps.learned += rt.stats().steps_learned;
+}
+
+} // namespace
+
+TEST_CASE("random programs read the same values under the forecast, steps repeated or not") {
+    const dtr_test::property_programs programs("property test (steps)",
+                                               (DTR_PROPERTY_PROGRAMS + 7) / 8);
+    dtr_test::run_totals sum;
+    step_totals steps;
+    std::uint64_t ran = 0;
+    programs.for_each([&](const dtr_test::program_case& c) {
+        dtr_test::program_trace reference;
+        try {
+            dtr::runtime<dtr::host_backend, h::dtr_local> rt({.mutation = c.scope});
+            reference = run_steps(rt, c.seed, c.steps, false, 16);
+        } catch (const std::exception& e) {
+            FAIL("reference run failed: ", std::string(e.what()));
+            return;
+        }
+        REQUIRE(reference.ooms == 0);
+        std::mt19937_64 budget_rng(c.seed), fault_rng(dtr_test::splitmix(c.seed));
+        for (const auto dealloc :
+             {dtr::dealloc_policy::eager_evict, dtr::dealloc_policy::keep_once_bound}) {
+            check_against<h::dtr_next_use>(reference, c, true, dealloc, budget_rng, fault_rng,
+                                           sum, steps);
+            check_against<h::dtr_next_use>(reference, c, false, dealloc, budget_rng, fault_rng,
+                                           sum, steps);
+            check_against<h::dtr_held_next_use>(reference, c, true, dealloc, budget_rng,
+                                                fault_rng, sum, steps);
+        }
+        ++ran;
+    });
+    std::printf(
+        "property test (steps): %llu programs, %llu budgeted runs, %llu values compared, %llu "
+        "evictions, %llu rematerializations, %llu out_of_memory recovered; %llu calls ran with a "
+        "forecast, %llu divergences, %llu steps learned\n",
+        static_cast<unsigned long long>(ran), static_cast<unsigned long long>(sum.runs),
+        static_cast<unsigned long long>(sum.reads), static_cast<unsigned long long>(sum.evictions),
+        static_cast<unsigned long long>(sum.remats), static_cast<unsigned long long>(sum.ooms),
+        static_cast<unsigned long long>(steps.forecast_calls),
+        static_cast<unsigned long long>(steps.divergences),
+        static_cast<unsigned long long>(steps.learned));
+    sum.print_faults("property test (steps)");
+    if (!programs.single() && programs.count() >= 20) {
+        // The forecast was in force, left and learned again: the test tests what it claims.
+        CHECK(steps.forecast_calls > 0);
+        CHECK(steps.divergences > 0);
+        CHECK(steps.learned > 0);
+        CHECK(sum.evictions > 0);
+        CHECK(sum.remats > 0);
+    }
+}

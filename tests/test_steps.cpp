@@ -1,0 +1,351 @@
+// SPDX-License-Identifier: Apache-2.0
+// Steps: the runtime records the program's step (runtime::begin_step, or by detecting a
+// repeated sequence of calls), forecasts when each storage is read next while the program
+// follows it, and drops the forecast at the first call that differs. The forecast must equal
+// hindsight, change the policy's choice the way Belady's rule says, vanish within one call of
+// a divergence, and never change a value or break the budget.
+#include "support/byte_ops.hpp"
+
+#include <dtr/heuristic/next_use.hpp>
+#include <dtr/runtime.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+namespace {
+
+namespace h = dtr::heuristics;
+using dtr_test::host_context;
+
+//! One fresh output of `bytes` bytes: out[i] = i + sum of the inputs' first bytes.
+struct make_op {
+    std::size_t bytes = 16;
+    template <class Ctx>
+    void operator()(Ctx& ctx) const {
+        unsigned sum = 0;
+        for (std::size_t k = 0; k < ctx.num_inputs(); ++k)
+            if (ctx.input(k).size() != 0) sum += dtr_test::u8(ctx.input(k).data()[0]);
+        auto out = ctx.output(0, bytes);
+        for (std::size_t i = 0; i < bytes; ++i)
+            out.data()[i] = std::byte(static_cast<std::uint8_t>(i + sum));
+    }
+};
+
+//! As make_op, and notes whether the runtime had a forecast while the operator ran.
+template <class Runtime>
+struct probe_op {
+    std::size_t bytes = 16;
+    const Runtime* rt = nullptr;
+    std::optional<bool>* saw = nullptr;
+    template <class Ctx>
+    void operator()(Ctx& ctx) const {
+        if (!ctx.rematerializing()) *saw = rt->forecast() != nullptr;
+        make_op{bytes}(ctx);
+    }
+};
+
+//! The live storage of `bytes` bytes (every storage of these programs has its own size).
+template <class Runtime>
+const typename Runtime::storage_type* storage_of_size(const Runtime& rt, std::size_t bytes) {
+    const typename Runtime::storage_type* found = nullptr;
+    rt.for_each_storage([&](const auto& s) {
+        if (s.size() == bytes) found = &s;
+    });
+    return found;
+}
+
+using next_use_runtime = dtr::runtime<dtr::host_backend, h::dtr_next_use>;
+
+//! The six-call step of the forecast tests, costs 1..6:
+//!   a = f(x); b = f(a); c = f(b); d = f(a, c); e = f(b, d); out = f(e, a)
+//! `after(k)` runs after call k (0-based) with the step's tensors so far.
+template <class Runtime, class After>
+void six_calls(Runtime& rt, const dtr::tensor& x, After&& after) {
+    auto a = rt.call(make_op{16}, {x}, {.cost = 1.0});
+    after(0);
+    auto b = rt.call(make_op{24}, {a}, {.cost = 2.0});
+    after(1);
+    auto c = rt.call(make_op{32}, {b}, {.cost = 3.0});
+    after(2);
+    auto d = rt.call(make_op{40}, {a, c}, {.cost = 4.0});
+    after(3);
+    auto e = rt.call(make_op{48}, {b, d}, {.cost = 5.0});
+    after(4);
+    auto out = rt.call(make_op{56}, {e, a}, {.cost = 6.0});
+    after(5);
+}
+
+} // namespace
+
+TEST_CASE("the forecast is the program time until each storage's next read") {
+    for (const bool marks : {true, false}) {
+        CAPTURE(marks);
+        next_use_runtime rt;
+        dtr::tensor x = rt.constant(8, dtr_test::fill_with(3));
+        int checked = 0;
+        for (int step = 0; step < 4; ++step) {
+            if (marks) rt.begin_step();
+            six_calls(rt, x, [&](int k) {
+                // Marks: the first step is recorded, the second mark adopts it. Automatic:
+                // the second step repeats the first, which is adopted at its end.
+                if (step < 2) return;
+                const dtr::step_forecast* f = rt.forecast();
+                REQUIRE(f != nullptr);
+                CHECK(f->length() == 6);
+                CHECK(f->step_time() == 21);
+                auto time = [&](std::size_t bytes) {
+                    const auto* s = storage_of_size(rt, bytes);
+                    REQUIRE(s != nullptr);
+                    return f->time_to_next_use(*s);
+                };
+                // prefix sums of the costs: 0 1 3 6 10 15 21
+                if (k == 1) { // next: c = f(b) at position 2
+                    CHECK(f->position() == 2);
+                    CHECK(time(16) == 3); // a: read by d (position 3): 6 - 3
+                    CHECK(time(24) == 0); // b: read by the next call
+                    ++checked;
+                }
+                if (k == 3) {              // next: e = f(b, d) at position 4
+                    CHECK(time(16) == 5);  // a: read by out (position 5): 15 - 10
+                    CHECK(time(24) == 0);  // b: read now
+                    CHECK(time(32) == 32); // c: not read again: the rest (11) + a step (21)
+                    CHECK(time(40) == 0);  // d: read now
+                    ++checked;
+                }
+                if (k == 5) { // the step is over: the output is read in no later call
+                    CHECK(time(56) == 21);
+                    ++checked;
+                }
+            });
+        }
+        CHECK(checked == 6);
+        CHECK(rt.stats().steps_learned == 1);
+        CHECK(rt.stats().step_divergences == 0);
+        CHECK(rt.stats().steps_marked == (marks ? 4U : 0U));
+    }
+}
+
+TEST_CASE("with the forecast, of two storages alike the one read later is evicted") {
+    // b and a have the same size and cost; b is older (staler) but read first. Call 2 needs
+    // room for one of them: the online policy evicts the stalest (b, read next), the forecast
+    // the one read later (a).
+    constexpr std::size_t s = 100;
+    next_use_runtime rt({.budget = 8 + 3 * s - 2, .dealloc = dtr::dealloc_policy::eager_evict});
+    dtr::tensor x = rt.constant(8, dtr_test::fill_with(1));
+    std::vector<bool> a_kept, b_kept;
+    std::vector<std::uint64_t> remats;
+    for (int step = 0; step < 4; ++step) {
+        rt.begin_step();
+        const std::uint64_t before = rt.stats().rematerializations;
+        auto b = rt.call(make_op{s}, {x}, {.cost = 1.0});
+        auto a = rt.call(make_op{s}, {x}, {.cost = 1.0});
+        {
+            auto t = rt.call(make_op{s - 1}, {x}, {.cost = 1.0}); // evicts a or b
+            a_kept.push_back(rt.is_resident(a));
+            b_kept.push_back(rt.is_resident(b));
+        }
+        auto u = rt.call(make_op{10}, {b}, {.cost = 1.0});
+        auto v = rt.call(make_op{11}, {a}, {.cost = 1.0});
+        remats.push_back(rt.stats().rematerializations - before);
+    }
+    // Step 0 is recorded (online choice), steps 1-3 follow it.
+    CHECK(a_kept[0]);
+    CHECK_FALSE(b_kept[0]);
+    for (int step = 1; step < 4; ++step) {
+        CAPTURE(step);
+        CHECK_FALSE(a_kept[step]);
+        CHECK(b_kept[step]);
+        CHECK(remats[step] <= remats[0]);
+    }
+    CHECK(rt.stats().forecast_calls == 15);
+}
+
+namespace {
+
+//! How the second program differs from the first at its call 3.
+enum class change { op, output_size, input, longer, shorter };
+
+//! Runs `steps_a` steps of program A, then `steps_b` of program B, which differs from A at
+//! call 3 as `what` says; returns whether a forecast was in force while each call of the
+//! first B step ran (`during`) and right after it (`after`).
+struct switch_result {
+    std::vector<std::optional<bool>> during, after;
+    std::vector<dtr::counters> stats_after; //!< after each call of the first B step
+    dtr::counters stats;
+    bool following_at_end = false;
+};
+
+switch_result switch_programs(bool marks, change what, int steps_a, int steps_b) {
+    using runtime_type = dtr::runtime<dtr::host_backend, h::dtr_next_use>;
+    runtime_type rt({.budget = dtr::unlimited,
+                     .steps = marks ? dtr::step_learning::marks_only
+                                    : dtr::step_learning::automatic});
+    dtr::tensor x = rt.constant(8, dtr_test::fill_with(5));
+    switch_result r;
+    for (int step = 0; step < steps_a + steps_b; ++step) {
+        const bool b_program = step >= steps_a;
+        const bool watch = step == steps_a;
+        if (marks) rt.begin_step();
+        std::vector<dtr::tensor> t;
+        t.push_back(x);
+        const int calls = b_program && what == change::longer    ? 8
+                          : b_program && what == change::shorter ? 5
+                                                                 : 7;
+        for (int k = 0; k < calls; ++k) {
+            std::optional<bool> saw;
+            std::size_t bytes = 16 + 8 * static_cast<std::size_t>(k);
+            std::uint64_t key = 1;
+            dtr::tensor in = t.back();
+            if (b_program && k == 3) {
+                if (what == change::op) key = 2;
+                if (what == change::output_size) bytes += 1;
+                if (what == change::input) in = t[t.size() - 2]; // same size? see below
+            }
+            // Inputs of the same size either way: call 3 reads the output of call 1 or 2,
+            // both of a size the signature does not tell apart once views are equal.
+            dtr::tensor view = rt.view(in, 0, 8);
+            t.push_back(rt.call(probe_op<runtime_type>{bytes, &rt, &saw}, {view},
+                                {.cost = 1.0 + k, .op_key = key}));
+            if (watch) {
+                r.during.push_back(saw);
+                r.after.push_back(rt.forecast() != nullptr);
+                r.stats_after.push_back(rt.stats());
+            }
+        }
+    }
+    r.stats = rt.stats();
+    r.following_at_end = rt.forecast() != nullptr;
+    return r;
+}
+
+} // namespace
+
+TEST_CASE("switching programs mid-run falls back to online scores within one call") {
+    for (const bool marks : {true, false}) {
+        CAPTURE(marks);
+        // Marks: A's second step is followed. Automatic: A is adopted in its second step,
+        // and B's steps repeat from its third on.
+        const int steps_a = 3, steps_b = 6;
+        SUBCASE("another operator: the forecast is gone while it runs") {
+            const auto r = switch_programs(marks, change::op, steps_a, steps_b);
+            REQUIRE(r.during.size() == 7);
+            for (int k = 0; k < 3; ++k) CHECK(*r.during[k]);
+            CHECK_FALSE(*r.during[3]);
+            CHECK_FALSE(*r.after[3]);
+            CHECK(r.stats.step_divergences >= 1);
+            CHECK(r.following_at_end); // B learned
+        }
+        SUBCASE("another output size: gone from the next call on") {
+            const auto r = switch_programs(marks, change::output_size, steps_a, steps_b);
+            CHECK(*r.during[3]);
+            CHECK_FALSE(*r.after[3]);
+            CHECK_FALSE(*r.during[4]);
+            CHECK(r.following_at_end);
+        }
+        SUBCASE("another input of the same size: gone from the next call on") {
+            const auto r = switch_programs(marks, change::input, steps_a, steps_b);
+            CHECK(*r.during[3]);
+            CHECK(r.stats_after[2].step_divergences == 0);
+            CHECK(r.stats_after[3].step_divergences == 1);
+            if (marks) {
+                CHECK_FALSE(*r.after[3]);
+                CHECK_FALSE(*r.during[4]);
+            } else {
+                // The signatures still repeat with period 7, so automatic detection adopts
+                // the last 7 calls (B's new input among them) as a new step at once; the
+                // stamps made under the old one are void from then on (another epoch).
+                CHECK(r.stats_after[3].steps_learned == r.stats_after[2].steps_learned + 1);
+            }
+            CHECK(r.following_at_end);
+        }
+        if (marks) {
+            SUBCASE("a longer step: gone at its first extra call") {
+                const auto r = switch_programs(marks, change::longer, steps_a, steps_b);
+                REQUIRE(r.during.size() == 8);
+                CHECK(*r.during[6]);
+                CHECK_FALSE(*r.during[7]);
+                CHECK(r.following_at_end);
+                CHECK(r.stats.step_divergences == 1);
+                CHECK(r.stats.steps_learned == 2);
+            }
+            SUBCASE("a shorter step: dropped at the next mark, and relearned") {
+                const auto r = switch_programs(marks, change::shorter, steps_a, steps_b);
+                CHECK(*r.during[4]);
+                CHECK(r.following_at_end);
+                CHECK(r.stats.step_divergences == 1);
+                CHECK(r.stats.steps_learned == 2);
+            }
+        }
+    }
+}
+
+TEST_CASE("a step longer than step_limit gets no forecast, and the recording stays bounded") {
+    next_use_runtime rt({.step_limit = 16});
+    dtr::tensor x = rt.constant(8, dtr_test::fill_with(1));
+    std::size_t most = 0;
+    for (int step = 0; step < 6; ++step) {
+        rt.begin_step();
+        dtr::tensor t = x;
+        for (int k = 0; k < 40; ++k) {
+            t = rt.call(make_op{16}, {t}, {.cost = 1.0});
+            CHECK(rt.forecast() == nullptr);
+            most = std::max(most, rt.step_state().history);
+        }
+    }
+    CHECK(most < 32);
+    CHECK(rt.stats().steps_learned == 0);
+    CHECK(rt.step_state().memory_bytes < 100000);
+}
+
+TEST_CASE("automatic detection finds a step whose calls repeat inside it") {
+    // Each step is four identical layers and a head: the layers' period (2 calls) is found
+    // first and lost at the head, then the step's (10 calls) is found and kept.
+    next_use_runtime rt;
+    dtr::tensor x = rt.constant(8, dtr_test::fill_with(1));
+    for (int step = 0; step < 8; ++step) {
+        dtr::tensor t = x;
+        for (int layer = 0; layer < 4; ++layer) {
+            t = rt.call(make_op{16}, {t}, {.cost = 1.0});
+            t = rt.call(make_op{16}, {t}, {.cost = 2.0, .op_key = 9});
+        }
+        t = rt.call(make_op{24}, {t}, {.cost = 5.0});
+        t = rt.call(make_op{32}, {t}, {.cost = 5.0});
+    }
+    const dtr::step_forecast* f = rt.forecast();
+    REQUIRE(f != nullptr);
+    CHECK(f->length() == 10);
+    CHECK(f->step_time() == 22);
+}
+
+TEST_CASE("steps: misuse and the switch") {
+    SUBCASE("begin_step from inside an operator") {
+        next_use_runtime rt;
+        dtr::tensor x = rt.constant(8, dtr_test::fill_with(1));
+        bool threw = false;
+        auto op = [&](host_context& ctx) {
+            try {
+                rt.begin_step();
+            } catch (const dtr::logic_error&) {
+                threw = true;
+            }
+            make_op{16}(ctx);
+        };
+        dtr::tensor y = rt.call(op, {x});
+        CHECK(threw);
+    }
+    SUBCASE("step_learning::off records nothing") {
+        next_use_runtime rt({.steps = dtr::step_learning::off});
+        dtr::tensor x = rt.constant(8, dtr_test::fill_with(1));
+        for (int step = 0; step < 4; ++step) {
+            rt.begin_step();
+            dtr::tensor y = rt.call(make_op{16}, {x});
+        }
+        CHECK(rt.forecast() == nullptr);
+        CHECK(rt.step_state().memory_bytes == 0);
+        CHECK(rt.stats().steps_marked == 4);
+    }
+}
