@@ -35,9 +35,11 @@ public:
     c10::IValue plain(const c10::IValue& v) {
         if (v.isTensor()) return plain_tensor(v.toTensor());
         if (v.isTensorList()) {
+            // by index: a range-for binds each element through c10::List's proxy reference
+            const c10::List<at::Tensor> in = v.toTensorList();
             c10::List<at::Tensor> l;
-            l.reserve(v.toTensorList().size());
-            for (const at::Tensor& t : v.toTensorList()) l.push_back(plain_tensor(t));
+            l.reserve(in.size());
+            for (std::size_t i = 0; i < in.size(); ++i) l.push_back(plain_tensor(in.get(i)));
             return l;
         }
         if (v.isList()) { // Tensor[][] (allgather_, gather_, scatter_) and other lists
@@ -53,8 +55,11 @@ public:
     c10::IValue result(const c10::IValue& v, bool adopt_fresh) {
         if (v.isTensor()) return result_tensor(v.toTensor(), adopt_fresh);
         if (v.isTensorList()) {
+            const c10::List<at::Tensor> in = v.toTensorList();
             c10::List<at::Tensor> l;
-            for (const at::Tensor& t : v.toTensorList()) l.push_back(result_tensor(t, adopt_fresh));
+            l.reserve(in.size());
+            for (std::size_t i = 0; i < in.size(); ++i)
+                l.push_back(result_tensor(in.get(i), adopt_fresh));
             return l;
         }
         if (v.isList()) {

@@ -49,7 +49,9 @@ void for_each_tensor(const c10::IValue& v, F&& f) {
     if (v.isTensor()) {
         if (v.toTensor().defined()) f(v.toTensor());
     } else if (v.isTensorList()) {
-        for (const at::Tensor& t : v.toTensorList())
+        // (here and below: a vector, not a range over toTensorList(), whose proxy elements
+        // GCC 14 takes for dangling references, -Wdangling-reference)
+        for (const at::Tensor& t : v.toTensorVector())
             if (t.defined()) f(t);
     } else if (v.isList()) {
         for (const c10::IValue& e : v.toListRef()) for_each_tensor(e, f);
@@ -272,10 +274,11 @@ void dispatcher_call::scan() {
             v = c10::IValue();
         } else if (v.isTensorList()) {
             bool any_foreign = false;
-            for (const at::Tensor& t : v.toTensorList()) any_foreign = foreign(t, i) || any_foreign;
+            for (const at::Tensor& t : v.toTensorVector())
+                any_foreign = foreign(t, i) || any_foreign;
             if (any_foreign) unsupported(info_.name + ": a tensor list mixing devices");
             arg_slot a{arg_slot::tensor_list, i, {}};
-            for (const at::Tensor& t : v.toTensorList()) a.tensors.push_back(take(t, arg));
+            for (const at::Tensor& t : v.toTensorVector()) a.tensors.push_back(take(t, arg));
             r_->slots.push_back(std::move(a));
             v = c10::IValue();
         } else if (v.isList() && is_optional_tensor_list(sargs[i].type())) {
@@ -439,7 +442,7 @@ void dispatcher_call::view() {
         } else if (v.isTensorList()) {
             c10::List<at::Tensor> l;
             l.reserve(v.toTensorList().size());
-            for (const at::Tensor& t : v.toTensorList()) l.push_back(wrap_view(t));
+            for (const at::Tensor& t : v.toTensorVector()) l.push_back(wrap_view(t));
             out_->push_back(std::move(l));
         } else {
             out_->push_back(std::move(v));
@@ -552,7 +555,7 @@ bool dispatcher_call::eager() {
             out_->push_back(constant_of(v.toTensor()));
         } else if (v.isTensorList()) {
             c10::List<at::Tensor> l;
-            for (const at::Tensor& t : v.toTensorList()) l.push_back(constant_of(t));
+            for (const at::Tensor& t : v.toTensorVector()) l.push_back(constant_of(t));
             out_->push_back(std::move(l));
         } else {
             out_->push_back(std::move(v));
@@ -600,7 +603,7 @@ std::size_t dispatcher_call::count_fresh_outputs() {
                             v = to_meta(v.toTensor());
                         } else if (v.isTensorList()) {
                             c10::List<at::Tensor> l;
-                            for (const at::Tensor& t : v.toTensorList()) l.push_back(to_meta(t));
+                            for (const at::Tensor& t : v.toTensorVector()) l.push_back(to_meta(t));
                             v = std::move(l);
                         }
                     }
@@ -675,7 +678,7 @@ void dispatcher_call::recorded() {
     std::vector<dtr::tensor> outs;
     {
         scoped_ns ct{prof.runtime_call_ns};
-        outs = rt.call(recipe_op{r_}, in_handles, n_out, std::move(mutates), cost);
+        outs = rt.call(recipe_op{r_}, in_handles, n_out, std::move(mutates), cost, info_.key);
     }
     ++b_.counters_.calls;
     b_.note_operator_bytes(info_.name, inputs_, mutated_, r.io_bytes, true);

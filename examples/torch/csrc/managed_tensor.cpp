@@ -63,6 +63,14 @@ const char* managed_tensor_impl::tensorimpl_type_name() const {
            "dtr_torch.materialize)";
 }
 
+void foreign_tensor_with_managed_data() {
+    unsupported(
+        "a tensor from outside the runtime was given a dtr tensor's data (`tensor.data "
+        "= t` or set_data, as FullyShardedDataParallel does with its flat parameters): "
+        "its memory is not the value. Set .data outside the Runtime context; for "
+        "data-parallel training under dtr use DistributedDataParallel");
+}
+
 c10::DispatchKeySet managed_keys(c10::Device device) {
     const c10::DispatchKey dense = c10::computeDispatchKey(c10::kFloat, c10::kStrided, device);
     return c10::DispatchKeySet(bridge_key) | c10::DispatchKeySet(dense) |

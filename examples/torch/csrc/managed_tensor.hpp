@@ -96,12 +96,21 @@ c10::DispatchKeySet managed_keys(c10::Device device);
 //! A managed tensor with geometry `g` on `ref`'s storage.
 at::Tensor make_managed(ref_ptr ref, c10::DispatchKeySet keys, const geometry& g);
 
+//! Throws the bridge's "unsupported" error for a tensor that carries the bridge's key without
+//! being a managed tensor (see managed_impl).
+[[noreturn]] void foreign_tensor_with_managed_data();
+
 //! `t`'s managed implementation, or null for a plain tensor.
+//! @throws std::runtime_error for a plain tensor given a managed tensor's data by
+//! `tensor.data = managed` (set_data copies the managed tensor's keys and its memoryless
+//! storage into the plain one; FSDP's flat parameters do it): its memory is not the value.
 inline managed_tensor_impl* managed_impl(const at::Tensor& t) {
     if (!t.defined()) return nullptr;
     c10::TensorImpl* impl = t.unsafeGetTensorImpl();
     if (!impl->key_set().has_backend(bridge_backend)) return nullptr;
-    return dynamic_cast<managed_tensor_impl*>(impl);
+    auto* m = dynamic_cast<managed_tensor_impl*>(impl);
+    if (m == nullptr) foreign_tensor_with_managed_data();
+    return m;
 }
 
 } // namespace dtr_torch

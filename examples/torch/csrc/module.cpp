@@ -49,6 +49,10 @@ py::dict stats_of(bridge& b) {
     d["compute_cost_ns"] = c.compute_cost;
     d["remat_cost_ns"] = c.remat_cost;
     d["runtime_work_in_operators_ns"] = c.runtime_work_in_operators;
+    d["steps_marked"] = c.steps_marked;
+    d["steps_learned"] = c.steps_learned;
+    d["step_divergences"] = c.step_divergences;
+    d["forecast_calls"] = c.forecast_calls;
     d["storages"] = b.rt().storage_count();
     d["operator_records"] = b.rt().operator_count();
     d["budget"] = b.rt().budget();
@@ -211,6 +215,7 @@ PYBIND11_MODULE(_dtr_torch, m) {
         .def_property_readonly("budget", [](bridge& b) { return b.rt().budget(); })
         .def_property_readonly("heuristic",
                                [](bridge& b) { return std::string(b.rt().heuristic_name()); })
+        .def("begin_step", [](bridge& b) { b.rt().begin_step(); })
         .def("set_remat_limit", [](bridge& b, double ns) { b.rt().set_remat_limit(ns); })
         .def("check_invariants", [](bridge& b) { b.rt().check_invariants(); })
         .def("stats", &stats_of);

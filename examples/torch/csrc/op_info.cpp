@@ -13,6 +13,7 @@
 #include <pybind11/pybind11.h>
 #include <torch/library.h>
 
+#include <functional>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -31,6 +32,7 @@ std::shared_ptr<const op_info> classify(const c10::OperatorHandle& op) {
         auto i = std::make_shared<op_info>();
         i->op = op;
         i->name = name + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
+        i->key = std::hash<std::string>{}(i->name) | 1U;
         i->kind = kind;
         i->return_alias.assign(schema.returns().size(), -1);
         return i;

@@ -19,6 +19,9 @@ namespace dtr_torch {
 struct op_info {
     std::optional<c10::OperatorHandle> op;
     std::string name; //!< "aten::add.Tensor"
+    //! The name's hash (never 0): the call's dtr::call_options::op_key, so that the runtime's
+    //! step tracker tells operators apart although every call runs the same recipe type.
+    std::uint64_t key = 1;
     enum kind_t : int {
         compute = 0,        //!< fresh results and/or writes: a runtime call (or run in place)
         view = 1,           //!< results alias arguments: no runtime call

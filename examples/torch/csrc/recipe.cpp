@@ -187,7 +187,7 @@ void recipe::run(context_t& ctx) {
         if (v.isTensor()) {
             output(v.toTensor());
         } else if (v.isTensorList()) {
-            for (const at::Tensor& r : v.toTensorList()) output(r);
+            for (const at::Tensor& r : v.toTensorVector()) output(r);
         } else if (v.isNone()) {
             output(at::Tensor());
         } else {

@@ -18,12 +18,14 @@ public:
 
     std::vector<dtr::tensor> call(recipe_op op, std::span<const dtr::tensor> inputs,
                                   std::size_t outputs, std::vector<std::uint32_t> mutates,
-                                  std::optional<dtr::cost_t> cost) override {
+                                  std::optional<dtr::cost_t> cost, std::uint64_t op_key) override {
         dtr::call_options o;
         o.mutates = std::move(mutates);
         o.cost = cost;
+        o.op_key = op_key;
         return rt_.call_n(outputs, std::move(op), inputs, std::move(o));
     }
+    void begin_step() override { rt_.begin_step(); }
     dtr::tensor adopt(const c10::Storage& storage) override {
         block_table& t = *table_;
         t.pending = storage;

@@ -42,7 +42,11 @@ public:
     virtual ~runtime_iface() = default;
     virtual std::vector<dtr::tensor> call(recipe_op op, std::span<const dtr::tensor> inputs,
                                           std::size_t outputs, std::vector<std::uint32_t> mutates,
-                                          std::optional<dtr::cost_t> cost) = 0;
+                                          std::optional<dtr::cost_t> cost,
+                                          std::uint64_t op_key) = 0;
+    //! A step of the program begins (dtr::runtime::begin_step): the bridge marks each
+    //! backward pass, so that the runtime follows the training loop's step.
+    virtual void begin_step() = 0;
     //! A constant taking over `storage` (no copy).
     virtual dtr::tensor adopt(const c10::Storage& storage) = 0;
     //! A constant holding a copy of `bytes` bytes at `src`.

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import sys
 from typing import Optional
 
 import torch
@@ -139,12 +140,55 @@ for _name in ("numpy", "tolist", "__reduce_ex__", "__deepcopy__"):
 _active: Optional["Runtime"] = None
 
 
+# torch.compile (PyTorch 2.x). A compiled region's kernels read tensors' memory directly and
+# its tracing runs fake tensors through the dispatcher: neither can go through the runtime, and
+# a compiled region run on managed tensors would read memory that is not their value. So
+# entering one inside a Runtime context raises instead. Dynamo switches its frame evaluation on
+# through eval_frame._maybe_set_eval_frame at the entry of every compiled region (compiling or
+# running a cached graph: callback not None) and off again at its exit (None); wrapping that
+# one function catches every entry. torch._dynamo is imported lazily (it costs seconds), so the
+# wrapper goes in when it appears: at torch.compile's first call, or at Runtime.__enter__.
+_COMPILED_REGION_ERROR = (
+    "dtr_torch: unsupported: a torch.compile'd region was entered inside a Runtime context; its "
+    "compiled kernels would bypass the runtime. Call the eager module inside the context (for a "
+    "module compiled with torch.compile(m), that is m itself, or compiled._orig_mod)")
+
+
+def _refuse_compiled_regions() -> None:
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
+    original = getattr(eval_frame, "_maybe_set_eval_frame", None)
+    if original is None or getattr(original, "_dtr_torch_guard", False):
+        return
+
+    def guarded(callback):
+        if _active is not None and callback is not None:
+            raise RuntimeError(_COMPILED_REGION_ERROR)
+        return original(callback)
+
+    guarded._dtr_torch_guard = True  # type: ignore[attr-defined]
+    eval_frame._maybe_set_eval_frame = guarded
+
+
+if hasattr(torch, "compile"):
+    _torch_compile = torch.compile
+
+    def _compile(*args, **kwargs):
+        compiled = _torch_compile(*args, **kwargs)
+        _refuse_compiled_regions()
+        return compiled
+
+    _compile.__doc__ = _torch_compile.__doc__
+    _compile.__wrapped__ = _torch_compile  # type: ignore[attr-defined]
+    torch.compile = _compile
+
+
 class Runtime:
     """A dtr::runtime that executes PyTorch's operators inside ``with``.
 
     budget:      hard limit on the bytes of the storages the runtime manages (None: no limit)
     heuristic:   eviction policy by name (dtr_eqclass, dtr, dtr_local, dtr_held,
-                 dtr_held_bounded, indexed:dtr_eqclass, lru, largest, msps)
+                 dtr_held_bounded, dtr_next_use, dtr_held_next_use, indexed:dtr_eqclass,
+                 lru, largest, msps)
     device:      where tensors live ("cpu"; "cuda" with a CUDA build of PyTorch)
     remat_limit: total rematerialization time (ns) after which operators fail with
                  ThrashingError (None: no limit)
@@ -173,6 +217,12 @@ class Runtime:
                  construction, from 32 MiB copies between the device and host memory)
     offload_latency_ns: ns added to every transfer (with offload_bandwidth; measured with it
                  otherwise)
+    step_marks:  where the training loop's steps begin for the runtime's step tracker
+                 (dtr::runtime::begin_step): "backward" (each backward() call marks one) or
+                 "manual" (the program calls Runtime.begin_step(), once per iteration at the
+                 same place). Until a mark, the runtime looks for a repeated operator sequence
+                 itself; the heuristics dtr_next_use and dtr_held_next_use then score with
+                 the time to each storage's next read (docs/heuristics.md)
     """
 
     def __init__(self, budget: Optional[int] = None, heuristic: str = "dtr_eqclass",
@@ -181,7 +231,7 @@ class Runtime:
                  cost_clock: str = "wall", park_released: bool = False,
                  restore: str = "yield_when_full", dealloc: str = "eager_evict",
                  host_memory: Optional[int] = None, offload_bandwidth: Optional[float] = None,
-                 offload_latency_ns: float = 0.0):
+                 offload_latency_ns: float = 0.0, step_marks: str = "backward"):
         b = (1 << 64) - 1 if budget is None else int(budget)
         if b <= 0:
             raise ValueError(f"dtr_torch.Runtime: budget must be positive, got {budget}")
@@ -193,6 +243,10 @@ class Runtime:
         if offload_bandwidth is not None and not offload_bandwidth > 0:
             raise ValueError("dtr_torch.Runtime: offload_bandwidth must be positive, got "
                              f"{offload_bandwidth}")
+        if step_marks not in ("backward", "manual"):
+            raise ValueError("dtr_torch.Runtime: step_marks must be 'backward' or 'manual', got "
+                             f"{step_marks!r}")
+        self._step_marks = step_marks
         self.device = torch.device(device)
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise RuntimeError("dtr_torch.Runtime: device='cuda' but torch.cuda.is_available() is False")
@@ -212,13 +266,18 @@ class Runtime:
         global _active
         if _active is not None:
             raise RuntimeError("dtr_torch: a Runtime context is already active (they do not nest)")
+        _refuse_compiled_regions()
         self._bridge.enter()
         _active = self
         self._saved_backward = torch.autograd.backward
         self._saved_grad = torch.autograd.grad
         saved, saved_grad, bridge = self._saved_backward, self._saved_grad, self._bridge
 
+        mark_steps = self._step_marks == "backward"
+
         def backward(*args, **kwargs):
+            if mark_steps:
+                bridge.begin_step()
             bridge.set_in_backward(True)
             try:
                 out = saved(*args, **kwargs)
@@ -257,6 +316,14 @@ class Runtime:
             _active = None
             _ext.set_allocator_caching(False)
         self._give_back()
+
+    def begin_step(self) -> None:
+        """Marks the beginning of a training step (with step_marks="manual"): call it once
+        per iteration, at the same place in each."""
+        if self._step_marks != "manual":
+            raise RuntimeError("dtr_torch: Runtime.begin_step() needs step_marks='manual' "
+                               "(the default, 'backward', marks each backward() itself)")
+        self._bridge.begin_step()
 
     def _owned(self, v) -> bool:
         return isinstance(v, torch.Tensor) and self._bridge.owns(v)
