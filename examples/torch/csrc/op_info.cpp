@@ -10,6 +10,7 @@
 #include "dispatch.hpp"
 #include "torch_compat.hpp"
 
+#include <ATen/Context.h>
 #include <pybind11/pybind11.h>
 #include <torch/library.h>
 
@@ -105,15 +106,20 @@ void claim_composite_operators() {
         if (t.claimed.count(name) != 0) continue;
         auto op = d.findOp(name); // c10::optional in 1.x, std::optional in 2.x
         if (!op || !op->hasSchema()) continue;
+        if (op->hasKernelForDispatchKey(bridge_key)) continue;
         bool composite = false;
         for (c10::DispatchKey k : composite_explicit_keys)
             composite = composite || op->hasKernelForDispatchKey(k);
         // A composite-implicit operator decomposes above autograd (its parts reach the bridge
-        // with their own derivatives); a kernel of ours for it would stand in the way.
-        if (!composite ||
-            op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) ||
-            op->hasKernelForDispatchKey(bridge_key))
-            continue;
+        // with their own derivatives), and a kernel of ours would stand in the way: unless the
+        // devices' own backends have a kernel for it, which then wins over the composite one
+        // (silu_backward: its fused CPU kernel rounds differently from math_silu_backward's
+        // parts, so decomposing it under the bridge alone changed efficientnet's gradients in
+        // the last bits). The bridge then runs the operator whole, as plain PyTorch does.
+        if (op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd))
+            composite = op->hasKernelForDispatchKey(c10::DispatchKey::CPU) &&
+                        (!at::hasCUDA() || op->hasKernelForDispatchKey(c10::DispatchKey::CUDA));
+        if (!composite) continue;
         const std::string& qualified = name.name;
         const auto sep = qualified.find("::");
         if (sep == std::string::npos) continue;

@@ -51,9 +51,10 @@ struct op_info {
 const op_info& info_of(const c10::OperatorHandle& op);
 
 //! Registers the bridge's kernel by name for every operator whose kernel below autograd is a
-//! composite one (CompositeExplicitAutograd and its non-functional variant), which would
-//! otherwise decompose the operator before the bridge's fallback sees it: under the bridge
-//! every operator is recorded whole, as its caller called it. Idempotent; operators registered
+//! composite one (CompositeExplicitAutograd and its non-functional variant), and for every
+//! composite-implicit one that the CPU (and CUDA, where built) backends implement themselves;
+//! either would otherwise decompose the operator before the bridge's fallback sees it: under
+//! the bridge every operator is recorded whole, as its caller called it. Idempotent; operators registered
 //! since the last call (a library imported later) are claimed by the next.
 void claim_composite_operators();
 

@@ -100,6 +100,10 @@ std::unique_ptr<runtime_iface> make_runtime(const std::string& name, dtr::runtim
     if (name == h::dtr_held::name) return std::make_unique<runtime_impl<h::dtr_held>>(opts, table);
     if (name == h::dtr_held_bounded::name)
         return std::make_unique<runtime_impl<h::dtr_held_bounded>>(opts, table);
+    if (name == h::dtr_next_use::name)
+        return std::make_unique<runtime_impl<h::dtr_next_use>>(opts, table);
+    if (name == h::dtr_held_next_use::name)
+        return std::make_unique<runtime_impl<h::dtr_held_next_use>>(opts, table);
     using eqclass_indexed = dtr::search::indexed<h::dtr_eqclass>;
     if (name == eqclass_indexed::name)
         return std::make_unique<runtime_impl<eqclass_indexed>>(opts, table);
@@ -108,7 +112,8 @@ std::unique_ptr<runtime_iface> make_runtime(const std::string& name, dtr::runtim
     if (name == h::msps::name) return std::make_unique<runtime_impl<h::msps>>(opts, table);
     throw std::invalid_argument("dtr_torch: unknown heuristic '" + name +
                                 "' (the bridge offers dtr_eqclass, dtr, dtr_local, dtr_held, "
-                                "dtr_held_bounded, indexed:dtr_eqclass, lru, largest, msps)");
+                                "dtr_held_bounded, dtr_next_use, dtr_held_next_use, "
+                                "indexed:dtr_eqclass, lru, largest, msps)");
 }
 
 } // namespace dtr_torch

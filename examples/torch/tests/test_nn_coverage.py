@@ -187,6 +187,11 @@ CASES = {
     "Dropout+ELU+Softplus": case(lambda: nn.Sequential(nn.Linear(D, 64), nn.Dropout(0.3), nn.ELU(),
                                                        nn.Linear(64, 64), nn.Softplus(), Mean(),
                                                        nn.Linear(64, 10)), seq_input),
+    # backward kernels that are fused on the CPU and composite elsewhere (silu_backward,
+    # mish_backward): under the bridge they must run fused too, or the last bits differ
+    "SiLU+Mish+Hardswish": case(lambda: nn.Sequential(nn.Linear(D, 64), nn.SiLU(), nn.Linear(64, 64),
+                                                      nn.Mish(), nn.Linear(64, 64), nn.Hardswish(),
+                                                      Mean(), nn.Linear(64, 10)), seq_input),
     "NLLLoss(log_softmax)": loss_case(lambda o, t: F.nll_loss(F.log_softmax(o, 1), t), classes),
     "MSELoss+L1Loss+SmoothL1": loss_case(lambda o, t: F.mse_loss(o, t) + F.l1_loss(o, t) + F.smooth_l1_loss(o, t),
                                          lambda: torch.randn(B, 10)),
