@@ -16,7 +16,7 @@ Runs (unless --no-run) and tabulates three things, writing each tool's JSON unde
    dtr_held_next_use. Files steps-paper-1.json, steps-paper-3.json.
 2. optimal: Checkmate's graphs (DTR_SHARED/checkmate-graphs) with dtr-optimal, the DTR
    strategies over one iteration and over two (--iterations 2: the second iteration's
-   schedule, checked), against the LP bound (solved here) and Checkmate's MILP: solved here
+   schedule, checked), under the runtime's default release and restore, against the LP bound (solved here) and Checkmate's MILP: solved here
    for the --milp-graph graphs (default vgg16, about a second per budget), else read from the
    earlier sweep in bench/optimal/results/<graph>.json when it has the same budget. The VGG
    graphs at the 8 budgets of bench/optimal's sweep; the random layered graphs at the
@@ -37,6 +37,8 @@ CONFIGS = [('dtr_eqclass, 1 step', 1, 'dtr_eqclass'), ('dtr_held, 1 step', 1, 'd
            ('dtr_next_use, 3 steps', 3, 'dtr_next_use'),
            ('dtr_held_next_use, 3 steps', 3, 'dtr_held_next_use')]
 DTR_STRATEGIES = ['dtr:dtr_eqclass', 'dtr:dtr_held', 'dtr:dtr_next_use', 'dtr:dtr_held_next_use']
+# (strategy, iteration) divided by the MILP's best: today's default, the step-aware policies.
+RATIOS = [('dtr:dtr_eqclass', '1st'), ('dtr:dtr_next_use', '2nd'), ('dtr:dtr_held_next_use', '2nd')]
 # graph file stem -> (--budgets, --budget-index or None): the VGG sweep's 8 budgets, the
 # random graphs' midpoint (index 1 of 3 budgets: LB, midpoint, peak).
 GRAPHS = {
@@ -153,7 +155,8 @@ def run_optimal(a, graphs_dir):
             strategies.append('checkmate_milp')
         for iterations in (1, 2):
             cmd = [binary, graph, '--budgets', budgets, '--strategies', ','.join(strategies),
-                   '--iterations', iterations, '--time-limit', a.milp_time_limit, '--cpu-time',
+                   '--iterations', iterations, '--dealloc', 'keep-once-bound',
+                   '--time-limit', a.milp_time_limit, '--cpu-time',
                    '--json', a.out / f'steps-optimal-{short(stem)}-it{iterations}.json']
             if index is not None:
                 cmd += ['--budget-index', index]
@@ -165,11 +168,14 @@ def optimal_tables(a, md):
     md.append('Checkmate\'s graphs: the DTR strategies\' compute overhead (checked schedule, x '
               'checkpoint-all\'s cost) over one iteration / the second of two (`--iterations 2`), '
               'beside the MILP (solved here where marked *, else bench/optimal/results) and the '
-              'LP bound; "ratio" is the best DTR over the MILP\'s best (else over the LP bound, '
-              'marked LB).\n')
+              'LP bound, under the runtime\'s default release and restore (`--dealloc '
+              'keep-once-bound`, yield); the last columns divide today\'s default (`dtr_eqclass`, '
+              'one iteration) and the step-aware policies\' second iteration by the MILP\'s best '
+              '(by the LP bound where the MILP has none, marked LB).\n')
     md.append('| graph | budget fraction | ' + ' | '.join(f'`{s[4:]}`' for s in DTR_STRATEGIES) +
-              ' | MILP | LP bound | best 2nd iteration / MILP |')
-    md.append('|---|---|' + '---|' * (len(DTR_STRATEGIES) + 3))
+              ' | MILP | LP bound | ' + ' | '.join(f'`{s[4:]}` {i} / MILP' for s, i in RATIOS) +
+              ' |')
+    md.append('|---|---|' + '---|' * (len(DTR_STRATEGIES) + 2 + len(RATIOS)))
     rows_out = []
     for stem in GRAPHS:
         files = [a.out / f'steps-optimal-{short(stem)}-it{i}.json' for i in (1, 2)]
@@ -205,16 +211,19 @@ def optimal_tables(a, md):
                          (f"{milp['status']}{mark}" if milp else 'not run'))
             lp = at[0].get('lp_bound')
             lp_v = lp.get('bound_overhead') if lp else None
-            best2 = [over(at[1].get(s)) for s in DTR_STRATEGIES]
-            best2 = min([x for x in best2 if x], default=None)
             ref, ref_name = (milp_v, 'MILP') if milp_v else (lp_v, 'LB')
-            ratio = f'{best2 / ref:.4f}' + ('' if ref_name == 'MILP' else ' (LB)') \
-                if best2 and ref else '-'
+
+            def ratio(s, i):
+                x = over(at[0 if i == '1st' else 1].get(s))
+                if not (x and ref):
+                    return '-'
+                return f'{x / ref:.4f}' + ('' if ref_name == 'MILP' else ' (LB)')
             md.append(f'| {short(stem)} | {frac:.3f} | ' +
                       ' | '.join(dcell(s) for s in DTR_STRATEGIES) +
-                      f" | {milp_text} | {'≥%.4f' % lp_v if lp_v else '-'} | {ratio} |")
+                      f" | {milp_text} | {'≥%.4f' % lp_v if lp_v else '-'} | " +
+                      ' | '.join(ratio(s, i) for s, i in RATIOS) + ' |')
             rows_out.append({'graph': stem, 'budget_bytes': b, 'budget_fraction': frac,
-                             'milp': milp_v, 'lp_bound': lp_v, 'best_second_iteration': best2,
+                             'milp': milp_v, 'lp_bound': lp_v,
                              **{f'{s}@{i + 1}': over(at[i].get(s)) for s in DTR_STRATEGIES
                                 for i in (0, 1)}})
     return rows_out
