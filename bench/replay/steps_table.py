@@ -28,6 +28,8 @@ DTR_SHARED (or --shared) names the shared data; the script stops with a message 
 import argparse, json, math, os, subprocess, sys
 from pathlib import Path
 
+BENCH = Path(__file__).resolve().parent.parent  # bench/
+
 REPLAY_POLICIES_1 = ['dtr_eqclass', 'dtr_held']
 REPLAY_POLICIES_3 = ['dtr_eqclass', 'dtr_next_use', 'dtr_held_next_use']
 REPLAY_RATIOS = [0.5, 0.3, 0.25, 0.2, 0.15]
@@ -184,7 +186,7 @@ def optimal_tables(a, md):
         runs = [json.load(open(f)) for f in files]
         earlier = {}
         for name in EARLIER_MILP[stem]:
-            path = Path('bench/optimal/results') / name
+            path = BENCH / 'optimal/results' / name
             if path.exists():
                 for r in json.load(open(path)):
                     if r['strategy'] == 'checkmate_milp':
@@ -248,7 +250,7 @@ def main():
     ap.add_argument('--build', type=Path, default=Path('build'), help='the meson build directory')
     ap.add_argument('--shared', type=Path, default=os.environ.get('DTR_SHARED'),
                     help='the shared data (default: $DTR_SHARED)')
-    ap.add_argument('--out', type=Path, default=Path('bench/replay/results'))
+    ap.add_argument('--out', type=Path, default=BENCH / 'replay/results')
     ap.add_argument('--no-run', action='store_true', help='tabulate the JSON already in --out')
     ap.add_argument('--skip', action='append', default=[],
                     choices=['replay', 'optimal', 'overhead'], help='a section not to run')
@@ -262,6 +264,12 @@ def main():
         if a.shared is None or not Path(a.shared).is_dir():
             sys.exit('steps_table.py: no shared data: pass --shared DIR or set DTR_SHARED')
         shared = Path(a.shared)
+        needed = {'replay': 'bench/replay/dtr-replay', 'optimal': 'bench/optimal/dtr-optimal',
+                  'overhead': 'bench/micro/overhead'}
+        for section, binary in needed.items():
+            if section not in a.skip and not (a.build / binary).is_file():
+                sys.exit(f'steps_table.py: {a.build / binary} not built (ninja -C {a.build} '
+                         f'{binary}), or pass --skip {section}')
         if 'replay' not in a.skip:
             logs = sorted(str(p) for p in (shared / 'dtr-logs').glob('*.log'))
             if not logs:
