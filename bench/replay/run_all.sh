@@ -174,3 +174,8 @@ for p in yield planned; do
       --ratio 0.3 --ratio 0.2 --ratio 0.15 --ratio 0.1 \
       --json $OUT/restore-planned-offload50-$p.json $LOGS/*.log > /dev/null
 done
+
+# 11. Steps (issue 33): today's default over one step against the step-aware policies over
+#     three on the paper logs, Checkmate's graphs over one iteration and two, the overhead rows:
+#     docs/results.md, "Steps"; steps.md holds every table.
+DTR_SHARED="$DTR_SHARED" python3 bench/replay/steps_table.py --build build --out $OUT > /dev/null
