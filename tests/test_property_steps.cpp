@@ -101,8 +101,8 @@ void check_against(const dtr_test::program_trace& reference, const dtr_test::pro
          " (reference peak ", reference.peak_resident, ", floor ", reference.floor, ") ",
          dtr_test::describe(plan));
     using backend = dtr::fault_injecting_backend<dtr::host_backend>;
-    dtr::runtime<backend, Heuristic> rt(
-        {.budget = budget, .dealloc = dealloc, .mutation = c.scope}, backend(plan.faults));
+    dtr::runtime<backend, Heuristic> rt({.budget = budget, .dealloc = dealloc, .mutation = c.scope},
+                                        backend(plan.faults));
     dtr_test::program_trace t;
     try {
         t = run_steps(rt, c.seed, c.steps, marks, plan.invariant_period);
@@ -138,12 +138,12 @@ TEST_CASE("random programs read the same values under the forecast, steps repeat
         std::mt19937_64 budget_rng(c.seed), fault_rng(dtr_test::splitmix(c.seed));
         for (const auto dealloc :
              {dtr::dealloc_policy::eager_evict, dtr::dealloc_policy::keep_once_bound}) {
-            check_against<h::dtr_next_use>(reference, c, true, dealloc, budget_rng, fault_rng,
-                                           sum, steps);
-            check_against<h::dtr_next_use>(reference, c, false, dealloc, budget_rng, fault_rng,
-                                           sum, steps);
-            check_against<h::dtr_held_next_use>(reference, c, true, dealloc, budget_rng,
-                                                fault_rng, sum, steps);
+            check_against<h::dtr_next_use>(reference, c, true, dealloc, budget_rng, fault_rng, sum,
+                                           steps);
+            check_against<h::dtr_next_use>(reference, c, false, dealloc, budget_rng, fault_rng, sum,
+                                           steps);
+            check_against<h::dtr_held_next_use>(reference, c, true, dealloc, budget_rng, fault_rng,
+                                                sum, steps);
         }
         ++ran;
     });

@@ -181,9 +181,9 @@ struct switch_result {
 
 switch_result switch_programs(bool marks, change what, int steps_a, int steps_b) {
     using runtime_type = dtr::runtime<dtr::host_backend, h::dtr_next_use>;
-    runtime_type rt({.budget = dtr::unlimited,
-                     .steps = marks ? dtr::step_learning::marks_only
-                                    : dtr::step_learning::automatic});
+    runtime_type rt(
+        {.budget = dtr::unlimited,
+         .steps = marks ? dtr::step_learning::marks_only : dtr::step_learning::automatic});
     dtr::tensor x = rt.constant(8, dtr_test::fill_with(5));
     switch_result r;
     for (int step = 0; step < steps_a + steps_b; ++step) {

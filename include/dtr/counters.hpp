@@ -94,8 +94,7 @@ inline std::ostream& operator<<(std::ostream& os, const counters& c) {
               << " peak_host_bytes=" << c.peak_host_bytes << " transfer_cost=" << c.transfer_cost
               << " transfer_stall=" << c.transfer_stall << " copy_back_stall=" << c.copy_back_stall
               << " block_reuse_stall=" << c.block_reuse_stall << " steps_marked=" << c.steps_marked
-              << " steps_learned=" << c.steps_learned
-              << " step_divergences=" << c.step_divergences
+              << " steps_learned=" << c.steps_learned << " step_divergences=" << c.step_divergences
               << " forecast_calls=" << c.forecast_calls;
 }
 

@@ -609,8 +609,8 @@ void runtime<B, H>::call_impl(Op&& op, std::span<const tensor> inputs, std::size
         exec_.record(std::forward<Op>(op), inputs, outputs, options, mutated_storages);
     const bool steps = options_.steps != step_learning::off;
     if (steps)
-        steps_.before_call(*record, options.op_key != 0 ? options.op_key
-                                                        : detail::type_key<std::decay_t<Op>>());
+        steps_.before_call(
+            *record, options.op_key != 0 ? options.op_key : detail::type_key<std::decay_t<Op>>());
     touch_inputs(*record);
     remat_.secure_inputs(*record);           // pinned, evicted ones recomputed
     exec_.run(*record, false, options.cost); // on failure: buffers freed, inputs unpinned

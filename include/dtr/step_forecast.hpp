@@ -18,10 +18,10 @@ class step_tracker;
 
 //! @brief Where the runtime stands with the program's steps (runtime::step_state()).
 struct step_status {
-    bool following = false;      //!< the program is following a recorded step now
-    std::uint32_t length = 0;    //!< calls in the recorded step (0: none recorded)
-    std::uint32_t position = 0;  //!< calls of it run since it last began
-    std::size_t history = 0;     //!< recent calls held for learning
+    bool following = false;       //!< the program is following a recorded step now
+    std::uint32_t length = 0;     //!< calls in the recorded step (0: none recorded)
+    std::uint32_t position = 0;   //!< calls of it run since it last began
+    std::size_t history = 0;      //!< recent calls held for learning
     std::size_t memory_bytes = 0; //!< bytes the recording holds (history and step)
 };
 

@@ -211,7 +211,8 @@ TEST_CASE("a log replayed for several steps repeats its first step, and the runt
     const auto t = trace_of(chain_log);
     for (const bool marks : {true, false}) {
         CAPTURE(marks);
-        const auto one = dtr::replay::run_replay<dtr::heuristics::dtr_local>(t, {.thrash_limit = 0});
+        const auto one =
+            dtr::replay::run_replay<dtr::heuristics::dtr_local>(t, {.thrash_limit = 0});
         const auto r = dtr::replay::run_replay<dtr::heuristics::dtr_next_use>(
             t, {.thrash_limit = 0, .steps = 4, .mark_steps = marks});
         CHECK(r.status == dtr::replay::status::ok);

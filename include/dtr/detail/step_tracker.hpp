@@ -316,8 +316,8 @@ private:
         if (hist_.size() >= 2 * limit()) compact();
     }
 
-    void append(std::uint64_t call_sig, std::uint64_t result_sig, cost_t cost,
-                std::uint64_t first, std::uint32_t inputs, std::uint32_t slots) {
+    void append(std::uint64_t call_sig, std::uint64_t result_sig, cost_t cost, std::uint64_t first,
+                std::uint32_t inputs, std::uint32_t slots) {
         if (hist_.empty()) {
             hist_call0_ = next_call_;
             hist_slot0_ = first;
@@ -449,7 +449,7 @@ private:
     // The program's calls so far and the slots they numbered.
     std::uint64_t next_call_ = 0;
     std::uint64_t next_slot_ = 0;
-    std::uint64_t call_sig_ = 0; //!< of the call between before_call and after_run
+    std::uint64_t call_sig_ = 0;              //!< of the call between before_call and after_run
     std::vector<storage*> inputs_, products_; //!< of the event being recorded
 
     // Recent history.
@@ -469,9 +469,9 @@ private:
     std::vector<cost_t> prefix_;
     std::vector<std::uint32_t> prev_, next_;
     bool following_ = false;
-    std::size_t pos_ = 0;           //!< position of the next call in step_
-    std::uint64_t base_call_ = 0;   //!< absolute number of the call at position 0
-    std::uint64_t base_slot_ = 0;   //!< global number of that call's first slot
+    std::size_t pos_ = 0;              //!< position of the next call in step_
+    std::uint64_t base_call_ = 0;      //!< absolute number of the call at position 0
+    std::uint64_t base_slot_ = 0;      //!< global number of that call's first slot
     std::uint64_t prev_base_slot_ = 0; //!< the same for the period before, followed or recorded
     std::uint32_t epoch_ = 0;
     step_forecast forecast_;

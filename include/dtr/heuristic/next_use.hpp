@@ -88,10 +88,10 @@ public:
     [[nodiscard]] const Online& online() const noexcept { return online_; }
 
     // ---- events: the online policy's upkeep, unchanged ------------------------------------
-#define DTR_NEXT_USE_FORWARD(hook_name)                                      \
-    template <class Storage>                                                 \
-    void hook_name(Storage& s, const heuristic_context& ctx) {               \
-        hook::hook_name##_t::invoke(online_, s, ctx);                        \
+#define DTR_NEXT_USE_FORWARD(hook_name)                        \
+    template <class Storage>                                   \
+    void hook_name(Storage& s, const heuristic_context& ctx) { \
+        hook::hook_name##_t::invoke(online_, s, ctx);          \
     }
     DTR_HEURISTIC_HOOKS(DTR_NEXT_USE_FORWARD)
 #undef DTR_NEXT_USE_FORWARD

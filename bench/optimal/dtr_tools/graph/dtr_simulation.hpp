@@ -203,8 +203,8 @@ struct dtr_run {
     //! The same total for each iteration run (simulate_dtr's `iterations`), the last one's
     //! included even when it stopped.
     std::vector<cost_t> iteration_costs;
-    counters stats{};        //!< the runtime's counters at the end
-    std::string detail;      //!< the exception's message when not ok
+    counters stats{};   //!< the runtime's counters at the end
+    std::string detail; //!< the exception's message when not ok
     //! When not ok: the program's node being called (its inputs are pinned by the call), the
     //! node whose operator failed to allocate its output (the program's node itself, or one
     //! being rematerialised for it), and the nodes resident at that moment, ascending
