@@ -117,7 +117,7 @@ public:
     struct counters {
         std::size_t calls = 0, dispatched = 0, promotions = 0, promotions_zero_copy = 0,
                     eager_constants = 0, inplace_rewrites = 0, inplace_direct = 0, collectives = 0,
-                    max_op_bytes = 0, max_tier_op_bytes = 0;
+                    max_op_bytes = 0, max_tier_op_bytes = 0, views = 0, view_cache_hits = 0;
         std::string max_op, max_tier_op;
     };
     const counters& stats() const noexcept { return counters_; }

@@ -17,6 +17,7 @@
 #include "bridge_key.hpp"
 #include "errors.hpp"
 #include "profile.hpp"
+#include "view_cache.hpp"
 
 #include <ATen/ATen.h>
 #include <ATen/core/List.h>
@@ -121,6 +122,8 @@ private:
     bool in_place_on_constants();
     bool out_of_place_rewrite();
     void view();
+    view_results run_view();
+    void push_views(const view_results& r);
     void inplace_view();
     bool unmanaged();
     bool eager();
@@ -411,46 +414,89 @@ bool dispatcher_call::out_of_place_rewrite() {
 }
 
 // ---- 3. views: no runtime call, the result shares the argument's storage -------------------
+// The result's geometry comes from running the view operator on memoryless storages, once per
+// operator, argument geometry and other arguments; after that from the view cache
+// (view_cache.hpp).
 void dispatcher_call::view() {
+    for (const arg_slot& a : r_->slots)
+        if (a.kind == arg_slot::optional_tensor_list)
+            unsupported(info_.name + ": a view operator with optional tensor lists");
+    std::optional<std::string> key =
+        view_cache::key_of(info_, stack_, r_->slots, r_->tensors, inputs_);
+    view_cache& cache = view_cache::local();
+    ++b_.counters_.views;
+    if (key) {
+        if (const view_results* hit = cache.find(*key)) {
+            ++b_.counters_.view_cache_hits;
+            push_views(*hit);
+            return;
+        }
+    }
+    view_results found = run_view();
+    push_views(found);
+    if (key) cache.insert(std::move(*key), std::move(found));
+}
+
+view_results dispatcher_call::run_view() {
     plain_aten plain;
     // Metadata-only storages (no memory) with the true sizes: views never read data.
     std::vector<c10::Storage> fake;
     fake.reserve(inputs_.size());
     for (const ref_ptr& in : inputs_)
         fake.push_back(borrowed_storage(nullptr, in->nbytes(), b_.device()));
-    for (const arg_slot& a : r_->slots)
-        if (a.kind == arg_slot::optional_tensor_list)
-            unsupported(info_.name + ": a view operator with optional tensor lists");
     std::vector<c10::IValue> s = stack_;
     fill_stack(s, r_->slots, r_->tensors, fake);
     {
         scoped_ns kt{prof.kernel_ns};
         boxed_call(*info_.op, &s, false, info_.zero_scratch);
     }
-    auto wrap_view = [&](const at::Tensor& t) -> at::Tensor {
-        if (!t.defined()) return t;
+    auto view_of = [&](const at::Tensor& t) -> view_results::view_of {
+        if (!t.defined()) return {};
         if (t.is_conj() || t.is_neg())
             unsupported(info_.name + " produced a conjugate or negative view (complex views)");
         const c10::StorageImpl* si = t.storage().unsafeGetStorageImpl();
         for (std::size_t i = 0; i < fake.size(); ++i)
-            if (fake[i].unsafeGetStorageImpl() == si) return b_.wrap(inputs_[i], geometry::of(t));
+            if (fake[i].unsafeGetStorageImpl() == si)
+                return {static_cast<int32_t>(i), geometry::of(t)};
         unsupported(info_.name + " is declared a view but returned a tensor on new memory");
     };
-    for (c10::IValue& v : s) {
+    view_results r;
+    r.returns.reserve(s.size());
+    for (const c10::IValue& v : s) {
+        view_results::returned ret;
         if (v.isTensor()) {
-            out_->push_back(wrap_view(v.toTensor()));
+            ret.tensors.push_back(view_of(v.toTensor()));
         } else if (v.isTensorList()) {
-            c10::List<at::Tensor> l;
-            l.reserve(v.toTensorList().size());
-            for (const at::Tensor& t : v.toTensorVector()) l.push_back(wrap_view(t));
-            out_->push_back(std::move(l));
+            ret.list = true;
+            for (const at::Tensor& t : v.toTensorVector()) ret.tensors.push_back(view_of(t));
         } else {
-            out_->push_back(std::move(v));
+            ret.other = v; // not a tensor (no view operator of ATen returns one): as it is
         }
+        r.returns.push_back(std::move(ret));
+    }
+    return r;
+}
+
+void dispatcher_call::push_views(const view_results& r) {
+    auto wrap = [&](const view_results::view_of& v) {
+        return v.input < 0 ? at::Tensor() : b_.wrap(inputs_[v.input], v.geom);
+    };
+    for (const view_results::returned& ret : r.returns) {
+        if (ret.other) {
+            out_->push_back(*ret.other);
+            continue;
+        }
+        if (!ret.list) {
+            out_->push_back(wrap(ret.tensors.front()));
+            continue;
+        }
+        c10::List<at::Tensor> l;
+        l.reserve(ret.tensors.size());
+        for (const view_results::view_of& v : ret.tensors) l.push_back(wrap(v));
+        out_->push_back(std::move(l));
     }
 }
 
-// ---- in-place views (transpose_, squeeze_, as_strided_): the tensor's own geometry changes ---
 // The new geometry comes from the operator run on a memoryless storage, as for a view; a
 // managed tensor takes it (its storage stays), a plain one runs the operator as it is.
 void dispatcher_call::inplace_view() {

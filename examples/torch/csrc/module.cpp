@@ -61,6 +61,8 @@ py::dict stats_of(bridge& b) {
     d["promotions"] = own.promotions;
     d["promotions_zero_copy"] = own.promotions_zero_copy;
     d["eager_constants"] = own.eager_constants;
+    d["views"] = own.views;                     // view operators (no runtime call) ...
+    d["view_cache_hits"] = own.view_cache_hits; // ... of which geometries from the view cache
     d["inplace_rewrites"] = own.inplace_rewrites;
     d["inplace_direct"] = own.inplace_direct;
     d["collectives"] = own.collectives;
