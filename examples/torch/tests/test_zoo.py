@@ -257,7 +257,37 @@ def test_collective_single_process():
     del os
 
 
+def test_view_cache():
+    """The same view operators on arguments of the same sizes but other strides, offsets or
+    storage sizes, twice: every result has plain PyTorch's geometry and values, the second
+    round from the view cache."""
+    torch.manual_seed(0)
+    base = torch.randn(6, 8)
+
+    def views(x):
+        return [x.t(), x.t().t(), x[1:].t(), x[:, 2:].t(), x.view(-1) if x.is_contiguous() else x.t(),
+                x.unsqueeze(0).expand(3, -1, -1), x.transpose(0, 1)[::2], x.unbind(0)[2], x.split(3, 1)[1],
+                x.narrow(1, 1, 4), x.select(0, 2), x.diagonal()]
+
+    def arguments(b):
+        return [b, b.t().contiguous().t(), b[1:], b[:, 1:7], b.t()]
+
+    ref = [[(v.shape, v.stride(), v.storage_offset(), v.clone()) for v in views(a)] for a in arguments(base)]
+    with dtr_torch.Runtime() as rt:
+        src = base * 1  # managed
+        for _ in range(2):
+            for want, a in zip(ref, arguments(src)):
+                for (shape, stride, offset, value), v in zip(want, views(a)):
+                    assert (v.shape, v.stride(), v.storage_offset()) == (shape, stride, offset), \
+                        (v.shape, v.stride(), v.storage_offset(), shape, stride, offset)
+                    assert torch.equal(dtr_torch.materialize(v), value)
+    st = rt.stats()
+    assert st["view_cache_hits"] > 0 and st["view_cache_hits"] < st["views"], st
+    print(f"view cache: {st['views']} views, {st['view_cache_hits']} geometries from the cache, all as plain")
+
+
 def main():
+    test_view_cache()
     test_values()
     test_random_recompute()
     test_printing_numpy()
