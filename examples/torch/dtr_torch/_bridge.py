@@ -140,6 +140,33 @@ for _name in ("numpy", "tolist", "__reduce_ex__", "__deepcopy__"):
 _active: Optional["Runtime"] = None
 
 
+def _on_optimizer_step(mark):
+    """Calls ``mark()`` after every optimizer step until the returned function is called.
+
+    The end of the optimizer step is where a training loop's iteration ends: a step boundary
+    there cuts no activation or gradient in two (the runtime's step tracker follows a step
+    cut inside the forward or backward pass poorly: it diverged in every step of a narrow
+    resnet with the boundary at backward()). 2.x has a global post-step hook; 1.13's
+    optimizers call ``Optimizer._optimizer_step_code()`` after each step (the profiler's
+    entry point, a no-op), which is wrapped instead."""
+    import torch.optim.optimizer as optimizer_module
+    register = getattr(optimizer_module, "register_optimizer_step_post_hook", None)
+    if register is not None:
+        handle = register(lambda optimizer, args, kwargs: mark())
+        return handle.remove
+    original = torch.optim.Optimizer._optimizer_step_code
+
+    def step_code(self):
+        original(self)
+        mark()
+
+    torch.optim.Optimizer._optimizer_step_code = step_code
+
+    def remove():
+        torch.optim.Optimizer._optimizer_step_code = original
+    return remove
+
+
 # torch.compile (PyTorch 2.x). A compiled region's kernels read tensors' memory directly and
 # its tracing runs fake tensors through the dispatcher: neither can go through the runtime, and
 # a compiled region run on managed tensors would read memory that is not their value. So
@@ -218,9 +245,9 @@ class Runtime:
     offload_latency_ns: ns added to every transfer (with offload_bandwidth; measured with it
                  otherwise)
     step_marks:  where the training loop's steps begin for the runtime's step tracker
-                 (dtr::runtime::begin_step): "backward" (each backward() call marks one) or
-                 "manual" (the program calls Runtime.begin_step(), once per iteration at the
-                 same place). Until a mark, the runtime looks for a repeated operator sequence
+                 (dtr::runtime::begin_step): "optimizer" (the end of every optimizer step
+                 marks one) or "manual" (the program calls Runtime.begin_step(), once per
+                 iteration at the same place, best before the forward pass). Until a mark, the runtime looks for a repeated operator sequence
                  itself; the heuristics dtr_next_use and dtr_held_next_use then score with
                  the time to each storage's next read (docs/heuristics.md)
     """
@@ -231,7 +258,7 @@ class Runtime:
                  cost_clock: str = "wall", park_released: bool = False,
                  restore: str = "yield_when_full", dealloc: str = "eager_evict",
                  host_memory: Optional[int] = None, offload_bandwidth: Optional[float] = None,
-                 offload_latency_ns: float = 0.0, step_marks: str = "backward"):
+                 offload_latency_ns: float = 0.0, step_marks: str = "optimizer"):
         b = (1 << 64) - 1 if budget is None else int(budget)
         if b <= 0:
             raise ValueError(f"dtr_torch.Runtime: budget must be positive, got {budget}")
@@ -243,8 +270,8 @@ class Runtime:
         if offload_bandwidth is not None and not offload_bandwidth > 0:
             raise ValueError("dtr_torch.Runtime: offload_bandwidth must be positive, got "
                              f"{offload_bandwidth}")
-        if step_marks not in ("backward", "manual"):
-            raise ValueError("dtr_torch.Runtime: step_marks must be 'backward' or 'manual', got "
+        if step_marks not in ("optimizer", "manual"):
+            raise ValueError("dtr_torch.Runtime: step_marks must be 'optimizer' or 'manual', got "
                              f"{step_marks!r}")
         self._step_marks = step_marks
         self.device = torch.device(device)
@@ -260,6 +287,7 @@ class Runtime:
         self._bridge.set_inplace_rewrite(bool(inplace_rewrite))
         self._saved_backward = None
         self._saved_grad = None
+        self._step_hook = None
 
     # --- the context ------------------------------------------------------------------
     def __enter__(self) -> "Runtime":
@@ -273,11 +301,7 @@ class Runtime:
         self._saved_grad = torch.autograd.grad
         saved, saved_grad, bridge = self._saved_backward, self._saved_grad, self._bridge
 
-        mark_steps = self._step_marks == "backward"
-
         def backward(*args, **kwargs):
-            if mark_steps:
-                bridge.begin_step()
             bridge.set_in_backward(True)
             try:
                 out = saved(*args, **kwargs)
@@ -302,6 +326,12 @@ class Runtime:
 
         torch.autograd.backward = backward
         torch.autograd.grad = grad
+        self._step_hook = None
+        if self._step_marks == "optimizer":
+            # the context opens where a training loop starts: the first step begins here (else
+            # the runtime would look for a repeated sequence inside it until the first mark)
+            bridge.begin_step()
+            self._step_hook = _on_optimizer_step(bridge.begin_step)
         if self.device.type == "cpu":
             _ext.set_allocator_caching(True)
         return self
@@ -313,6 +343,9 @@ class Runtime:
         finally:
             torch.autograd.backward = self._saved_backward
             torch.autograd.grad = self._saved_grad
+            if self._step_hook is not None:
+                self._step_hook()
+                self._step_hook = None
             _active = None
             _ext.set_allocator_caching(False)
         self._give_back()
