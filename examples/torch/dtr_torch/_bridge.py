@@ -247,9 +247,9 @@ class Runtime:
     step_marks:  where the training loop's steps begin for the runtime's step tracker
                  (dtr::runtime::begin_step): "optimizer" (the end of every optimizer step
                  marks one) or "manual" (the program calls Runtime.begin_step(), once per
-                 iteration at the same place, best before the forward pass). Until a mark, the runtime looks for a repeated operator sequence
-                 itself; the heuristics dtr_next_use and dtr_held_next_use then score with
-                 the time to each storage's next read (docs/heuristics.md)
+                 iteration at the same place, best before the forward pass). From the
+                 second step on, the heuristics dtr_next_use and dtr_held_next_use score
+                 with the time to each storage's next read (docs/heuristics.md)
     """
 
     def __init__(self, budget: Optional[int] = None, heuristic: str = "dtr_eqclass",
@@ -355,7 +355,7 @@ class Runtime:
         per iteration, at the same place in each."""
         if self._step_marks != "manual":
             raise RuntimeError("dtr_torch: Runtime.begin_step() needs step_marks='manual' "
-                               "(the default, 'backward', marks each backward() itself)")
+                               "(the default, 'optimizer', marks each optimizer step itself)")
         self._bridge.begin_step()
 
     def _owned(self, v) -> bool:
