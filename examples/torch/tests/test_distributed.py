@@ -7,6 +7,7 @@ run while backward still computes). Each result is bit-identical to the same two
 run without the bridge."""
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -46,6 +47,10 @@ def worker(mode, rank, port, out):
             opt.step()
 
     if mode in ("plain", "ddp_plain"):
+        # as in _common.train: the plain reference zero-fills its allocations, since 2.6's
+        # oneDNN convolution backward reads uninitialized padding (docs/torch.md, "PyTorch 2.x")
+        from dtr_torch._bridge import _ext
+        _ext.set_zero_fill(True)
         steps()
     else:
         peak = int(os.environ["DTR_PEAK"]) if "DTR_PEAK" in os.environ else None
@@ -58,6 +63,9 @@ def worker(mode, rank, port, out):
         if peak is not None:
             assert st["evictions"] > 0, st
     torch.save([p.detach().clone() for p in model.parameters()], out)
+    # Both ranks done before either tears down: PyTorch 2.6's gloo once aborted a plain (no
+    # dtr) worker at teardown ("terminate called without an active exception") in CI.
+    dist.barrier()
     dist.destroy_process_group()
 
 
@@ -71,9 +79,18 @@ def run_pair(mode, tmp, env=None):
     port = free_port()
     outs = [os.path.join(tmp, f"{mode}{r}.pt") for r in range(2)]
     procs = [subprocess.Popen([sys.executable, __file__, "--worker", mode, str(r), str(port), outs[r]],
-                              env={**os.environ, **(env or {})}) for r in range(2)]
-    for p in procs:
-        assert p.wait(timeout=240) == 0, f"{mode} worker failed"
+                              env={"GLOO_SOCKET_IFNAME": "lo", **os.environ, **(env or {})})
+             for r in range(2)]
+    for p, out in zip(procs, outs):
+        rc = p.wait(timeout=240)
+        # PyTorch 2.6's gloo (Debian's build) aborts a worker at exit about one run in five,
+        # plain PyTorch as much as the bridge's ("terminate called without an active
+        # exception", SIGABRT), after its results are written: accepted then, and said.
+        if rc == -signal.SIGABRT and os.path.exists(out):
+            print(f"{mode} worker aborted at exit after writing its results (gloo teardown)",
+                  file=sys.stderr)
+            continue
+        assert rc == 0, f"{mode} worker failed (exit status {rc})"
     return [torch.load(o) for o in outs]
 
 
