@@ -146,7 +146,7 @@ def replay_tables(a, md):
 # ---- 2. optimal ---------------------------------------------------------------------------
 
 def run_optimal(a, graphs_dir):
-    binary = a.build / 'bench/optimal/dtr-optimal'
+    binary = (a.build / 'bench/optimal/dtr-optimal').resolve()
     for stem, (budgets, index) in GRAPHS.items():
         graph = graphs_dir / f'{stem}.json'
         if not graph.exists():
@@ -156,13 +156,16 @@ def run_optimal(a, graphs_dir):
         if short(stem) in a.milp_graph:
             strategies.append('checkmate_milp')
         for iterations in (1, 2):
-            cmd = [binary, graph, '--budgets', budgets, '--strategies', ','.join(strategies),
+            # run from the shared data directory with the graph's relative path, so that the
+            # JSON names the graph without this machine's absolute path
+            cmd = [binary, graph.relative_to(graphs_dir.parent), '--budgets', budgets,
+                   '--strategies', ','.join(strategies),
                    '--iterations', iterations, '--dealloc', 'keep-once-bound',
                    '--time-limit', a.milp_time_limit, '--cpu-time',
-                   '--json', a.out / f'steps-optimal-{short(stem)}-it{iterations}.json']
+                   '--json', (a.out / f'steps-optimal-{short(stem)}-it{iterations}.json').resolve()]
             if index is not None:
                 cmd += ['--budget-index', index]
-            run(cmd, stdout=subprocess.DEVNULL)
+            run(cmd, stdout=subprocess.DEVNULL, cwd=graphs_dir.parent)
             strategies = [s for s in strategies if s.startswith('dtr:')]  # the bounds once
 
 
