@@ -301,6 +301,44 @@ TEST_CASE("a step longer than step_limit gets no forecast, and the recording sta
     CHECK(rt.step_state().memory_bytes < 100000);
 }
 
+TEST_CASE("a mark inside the iteration only rotates the step") {
+    // A training loop: forward (a1, a2), backward (g2, g1, reading a1 again), an in-place
+    // update of w. Wherever the mark goes, activations or the update cross it; their reads
+    // link into the period before, as in the recorded step, so every step from the third on
+    // is followed call for call.
+    struct update_op {
+        void operator()(host_context& ctx) const {
+            auto w = ctx.inout(0);
+            w.data()[0] = std::byte(static_cast<std::uint8_t>(1 + dtr_test::u8(w.data()[0])));
+        }
+    };
+    for (int place = 0; place < 4; ++place) {
+        CAPTURE(place);
+        next_use_runtime rt;
+        dtr::tensor w = rt.constant(8, dtr_test::fill_with(1));
+        std::uint64_t divergences_at_2 = 0;
+        for (int step = 0; step < 6; ++step) {
+            if (place == 0) rt.begin_step();
+            dtr::tensor x = rt.constant(12, dtr_test::fill_with(2));
+            auto a1 = rt.call(make_op{16}, {x, w}, {.cost = 1.0});
+            if (place == 1) rt.begin_step();
+            auto a2 = rt.call(make_op{24}, {a1}, {.cost = 2.0});
+            if (place == 2) rt.begin_step();
+            auto g2 = rt.call(make_op{32}, {a2}, {.cost = 3.0});
+            auto g1 = rt.call(make_op{40}, {g2, a1}, {.cost = 4.0});
+            if (place == 3) rt.begin_step();
+            rt.mutate(update_op{}, {w, g1}, {0}, 1.0);
+            if (step == 2) divergences_at_2 = rt.stats().step_divergences;
+            if (step >= 2) {
+                CHECK(rt.forecast() != nullptr);
+                CHECK(rt.step_state().length == 5);
+            }
+        }
+        CHECK(rt.stats().step_divergences == divergences_at_2);
+        CHECK(rt.stats().steps_learned == 1);
+    }
+}
+
 TEST_CASE("automatic detection finds a step whose calls repeat inside it") {
     // Each step is four identical layers and a head: the layers' period (2 calls) is found
     // first and lost at the head, then the step's (10 calls) is found and kept.

@@ -143,10 +143,9 @@ _active: Optional["Runtime"] = None
 def _on_optimizer_step(mark):
     """Calls ``mark()`` after every optimizer step until the returned function is called.
 
-    The end of the optimizer step is where a training loop's iteration ends: a step boundary
-    there cuts no activation or gradient in two (the runtime's step tracker follows a step
-    cut inside the forward or backward pass poorly: it diverged in every step of a narrow
-    resnet with the boundary at backward()). 2.x has a global post-step hook; 1.13's
+    The end of the optimizer step is where a training loop's iteration ends, and it is the
+    one place every training loop has (a mark anywhere else works as well once the steps
+    repeat: docs/torch.md, "Steps"). 2.x has a global post-step hook; 1.13's
     optimizers call ``Optimizer._optimizer_step_code()`` after each step (the profiler's
     entry point, a no-op), which is wrapped instead."""
     import torch.optim.optimizer as optimizer_module

@@ -39,17 +39,46 @@ def main():
               f"{st['forecast_calls']} of {st['calls']}; evictions {st['evictions']}, remats "
               f"{st['rematerializations']}", flush=True)
 
-    # manual marks: once per iteration, before the forward pass
-    torch.manual_seed(0)
-    model, inputs, loss_fn = make()
-    rt = dtr_torch.Runtime(budget=budget, heuristic="dtr_next_use", deterministic_costs=True,
-                           step_marks="manual")
-    with rt:
-        for _ in range(STEPS):
-            rt.begin_step()
-            loss_fn(model(*inputs)).backward()
-    st = rt.stats()
-    assert st["steps_marked"] == STEPS and st["forecast_calls"] > 0, st
+    # manual marks, once per iteration at one place: before the forward pass, or inside the
+    # iteration, where the step boundary cuts activations and gradients in two. Wherever it
+    # is, the runtime follows every step from the third on (the first optimizer step makes
+    # the momentum buffers; before the first mark the runtime's own detection runs), and the
+    # training stays bit-identical
+    steps = STEPS + 2
+    ref = train(make, steps)
+    for place in ("start", "before backward", "after backward"):
+        torch.manual_seed(0)
+        model, inputs, loss_fn = make()
+        opt = torch.optim.SGD(list(model.parameters()), lr=0.05, momentum=0.9)
+        torch.manual_seed(1)  # as _common.train
+        rt = dtr_torch.Runtime(budget=budget, heuristic="dtr_next_use",
+                               deterministic_costs=True, step_marks="manual")
+        losses, after_step = [], []
+        with rt:
+            for _ in range(steps):
+                if place == "start":
+                    rt.begin_step()
+                opt.zero_grad()
+                loss = loss_fn(model(*inputs))
+                if place == "before backward":
+                    rt.begin_step()
+                loss.backward()
+                if place == "after backward":
+                    rt.begin_step()
+                opt.step()
+                losses.append(dtr_torch.materialize(loss.detach()))
+                after_step.append(rt.stats())
+        assert_identical(ref, (losses, model, opt), f"marks {place}")
+        st = rt.stats()
+        assert st["steps_marked"] == steps and st["peak_resident_bytes"] <= budget, st
+        # (leaving the context gives gradients and state back: not the step, one divergence)
+        settled, last = after_step[2], after_step[-1]
+        assert last["step_divergences"] == settled["step_divergences"], (place, settled, last)
+        followed = [b["forecast_calls"] - a["forecast_calls"]
+                    for a, b in zip(after_step[2:], after_step[3:])]
+        assert min(followed) > 0 and len(set(followed)) == 1, (place, followed)
+        print(f"  manual marks {place}: bit-identical; diverged {last['step_divergences']} times, "
+              f"none after step 3; {followed[0]} calls followed a step", flush=True)
     try:
         dtr_torch.Runtime().begin_step()
     except RuntimeError as e:
