@@ -48,7 +48,10 @@
 // except the first, which learns the step, held to --first-step-thrash-limit (default the
 // same). A cell is the steady-state slowdown, steps 2 to N over as many baseline steps; the
 // JSON adds every step's slowdown ("step_slowdowns"), the steady one and the step counters
-// (forecast calls, divergences, steps learned).
+// (forecast calls, divergences, steps learned). A log that records several training steps
+// itself (ANNOTATE STEP between them: bench/trace/dtr_trace.py --steps N) is read the same
+// way without --steps: its steps are marked where the log has them, each is held to its own
+// logged compute, and its cells are the steady state of its steps 2 and later.
 #include "heuristic_registry.hpp"
 
 #include <dtr_tools/cli.hpp>
@@ -80,6 +83,20 @@ struct baseline {
     std::size_t peak = 0;
     dtr::cost_t compute = 0;
 };
+
+//! How a log's constants replay. The one-step logs the simulator replays keep its rules:
+//! a constant stays resident to the end, and an update of one is a version recomputable from
+//! the old one (which then stays too). A log that records several steps of a training loop
+//! (ANNOTATE STEP) replays as the loop runs: each step's batch is freed once released, and
+//! each step's update of a parameter is a new constant, the old version freed once nothing
+//! computed from it remains. (Under the simulator's rules the batches of every step and
+//! every version of every parameter would stay resident.)
+void constants_as_logged(const dtr::replay::trace& t, dtr::replay::replay_options& options) {
+    const bool training_loop = t.logged_steps() > 1;
+    options.constant_updates = training_loop ? dtr::constant_update::constant
+                                             : dtr::constant_update::rematerializable;
+    if (training_loop) options.keep_constants = false;
+}
 
 //! A bad combination of arguments found after parsing: named as CLI11 names parse errors.
 [[noreturn]] void bad_argument(const std::string& problem) {
@@ -260,14 +277,24 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "dtr-replay: %s\n", e.what());
         return 1;
     }
+    for (const auto& t : traces)
+        if (steps > 1 && t.logged_steps() > 1)
+            bad_argument("--steps " + std::to_string(steps) + ": " + t.source + " records " +
+                         std::to_string(t.logged_steps()) +
+                         " training steps itself (ANNOTATE STEP) and replays once; leave "
+                         "--steps out for it");
+    // The steps of a log's runs: its step repeated (--steps), or the steps it records.
+    auto steps_of = [&](std::size_t log) { return steps > 1 ? steps : traces[log].logged_steps(); };
     // Baselines: an unlimited run of each log (no eviction: any heuristic gives the same).
     // The simulator measures the baseline peak with its banishing runtime, which frees a
     // constant as soon as nothing refers to it; so do we, for the same budgets.
     std::vector<baseline> baselines(traces.size());
     for (std::size_t l = 0; l < traces.size(); ++l) {
-        const auto r = dtr::replay::run_replay<dtr::heuristics::dtr_local>(
-            traces[l],
-            {.dealloc = dtr::dealloc_policy::banish, .thrash_limit = 0, .keep_constants = false});
+        dtr::replay::replay_options unlimited{.dealloc = dtr::dealloc_policy::banish,
+                                              .thrash_limit = 0};
+        constants_as_logged(traces[l], unlimited);
+        unlimited.keep_constants = false;
+        const auto r = dtr::replay::run_replay<dtr::heuristics::dtr_local>(traces[l], unlimited);
         if (r.status != dtr::replay::status::ok) {
             std::fprintf(stderr, "dtr-replay: %s: the unlimited run failed: %s\n", logs[l].c_str(),
                          r.error.c_str());
@@ -304,6 +331,7 @@ int main(int argc, char** argv) {
             options.offload_ahead = offload != dtr::offload_policy::off ? offload_ahead : 0;
             options.copy_back_charge = copy_back_charge;
             options.steps = steps;
+            constants_as_logged(traces[t.log], options);
             options.first_step_thrash_limit = first_step_thrash_limit;
             options.mark_steps = !no_step_marks;
             options.learning =
@@ -334,7 +362,8 @@ int main(int argc, char** argv) {
                     if (t.log == l && t.heuristic == h && t.ratio == r) {
                         if (t.result.status == dtr::replay::status::ok)
                             std::printf(" %7.4f",
-                                        t.result.steady_slowdown(baselines[l].compute, steps));
+                                        t.result.steady_slowdown(baselines[l].compute,
+                                                                 steps_of(l)));
                         else
                             std::printf(" %7s", dtr::replay::to_string(t.result.status));
                     }
@@ -396,17 +425,20 @@ int main(int argc, char** argv) {
                 << ", \"records_total\": " << r.records_total;
             if (r.spent_at_log_end > 0)
                 out << ", \"slowdown_at_log_end\": " << r.spent_at_log_end / b.compute;
-            if (steps > 1) {
+            if (steps_of(t.log) > 1) {
                 char steady[64];
-                std::snprintf(steady, sizeof steady, "%.6f", r.steady_slowdown(b.compute, steps));
-                out << ", \"steps\": " << steps << ", \"steps_done\": " << r.steps_done
+                std::snprintf(steady, sizeof steady, "%.6f",
+                              r.steady_slowdown(b.compute, steps_of(t.log)));
+                out << ", \"steps\": " << steps_of(t.log)
+                    << ", \"logged_steps\": " << (r.logged_steps ? "true" : "false")
+                    << ", \"steps_done\": " << r.steps_done
                     << ", \"step_marks\": " << (no_step_marks ? "false" : "true")
                     << ", \"first_step_thrash_limit\": "
                     << (first_step_thrash_limit > 0 ? first_step_thrash_limit : thrash_limit)
                     << ", \"steady_slowdown\": " << steady << ", \"step_slowdowns\": [";
                 for (std::size_t k = 0; k < r.step_spent.size(); ++k) {
                     char v[64];
-                    std::snprintf(v, sizeof v, "%.6f", r.step_spent[k] / b.compute);
+                    std::snprintf(v, sizeof v, "%.6f", r.step_slowdown(k, b.compute));
                     out << (k ? ", " : "") << v;
                 }
                 out << "]";

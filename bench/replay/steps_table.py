@@ -23,8 +23,14 @@ Runs (unless --no-run) and tabulates three things, writing each tool's JSON unde
    midpoint of [LB, checkpoint-all's peak]. Files steps-optimal-*.json.
 3. overhead: bench/micro/overhead's rows (steps on and off, dtr_next_use). File
    steps-overhead.json.
+4. loop: the committed recorded training loops (bench/trace/traces/*-s<N>.log, several
+   steps each: dtr_trace.py --steps N) with dtr-replay under the same release and restore,
+   dtr_eqclass against the step-aware policies; the runtime learns the step from the log's
+   own steps, and a cell is the steady state (steps 2 and later over their logged compute).
+   File steps-loop.json.
 
-DTR_SHARED (or --shared) names the shared data; the script stops with a message without it."""
+DTR_SHARED (or --shared) names the shared data (sections 1 and 2); the script stops with a
+message without it unless both are skipped."""
 import argparse, json, math, os, subprocess, sys
 from pathlib import Path
 
@@ -33,6 +39,7 @@ BENCH = Path(__file__).resolve().parent.parent  # bench/
 REPLAY_POLICIES_1 = ['dtr_eqclass', 'dtr_held']
 REPLAY_POLICIES_3 = ['dtr_eqclass', 'dtr_next_use', 'dtr_held_next_use']
 REPLAY_RATIOS = [0.5, 0.3, 0.25, 0.2, 0.15]
+LOOP_RATIOS = [0.9, 0.8, 0.7, 0.6, 0.55]
 # (configuration label, steps, policy): the table's column order.
 CONFIGS = [('dtr_eqclass, 1 step', 1, 'dtr_eqclass'), ('dtr_held, 1 step', 1, 'dtr_held'),
            ('dtr_eqclass, 3 steps', 3, 'dtr_eqclass'),
@@ -248,6 +255,47 @@ def overhead_table(a, md):
     return rows
 
 
+# ---- 4. loop (recorded training loops) ----------------------------------------------------
+
+def loop_logs():
+    return sorted(str(p) for p in (BENCH / 'trace/traces').glob('*-s[0-9]*.log'))
+
+
+def run_loop(a):
+    cmd = [a.build / 'bench/replay/dtr-replay'] + sum((['--heuristic', p] for p in REPLAY_POLICIES_3), [])
+    cmd += ['--dealloc', 'keep-once-bound', '--restore-pins', 'yield', '--jobs', '1']
+    cmd += sum((['--ratio', r] for r in LOOP_RATIOS), [])
+    run(cmd + ['--json', a.out / 'steps-loop.json'] + loop_logs(), stdout=subprocess.DEVNULL)
+
+
+def loop_table(a, md):
+    with open(a.out / 'steps-loop.json') as f:
+        rows = json.load(f)
+    md.append('Recorded training loops (bench/trace/traces, `dtr_trace.py --steps N`), default '
+              'release and restore; cells: the steady state (steps 2 and later over their logged '
+              'compute), or why the run stopped and in which step.\n')
+    summary = {}
+    for log in sorted({r['log'] for r in rows}):
+        md.append(f'`{log}`:\n')
+        md.append('| policy | ' + ' | '.join(f'{x:g}' for x in LOOP_RATIOS) + ' |')
+        md.append('|---|' + '---|' * len(LOOP_RATIOS))
+        for p in REPLAY_POLICIES_3:
+            cells = []
+            for x in LOOP_RATIOS:
+                r = next((r for r in rows if r['log'] == log and r['heuristic'] == p and
+                          r['ratio'] == x), None)
+                if r is None:
+                    cells.append('-')
+                elif r['status'] == 'ok':
+                    cells.append(f"{r['steady_slowdown']:.3f}")
+                    summary[f'{log} {p}@{x:g}'] = r['steady_slowdown']
+                else:
+                    cells.append(f"{r['status']} (step {len(r.get('step_slowdowns', [])) or 1})")
+            md.append(f'| `{p}` | ' + ' | '.join(cells) + ' |')
+        md.append('')
+    return summary
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--build', type=Path, default=Path('build'), help='the meson build directory')
@@ -256,7 +304,7 @@ def main():
     ap.add_argument('--out', type=Path, default=BENCH / 'replay/results')
     ap.add_argument('--no-run', action='store_true', help='tabulate the JSON already in --out')
     ap.add_argument('--skip', action='append', default=[],
-                    choices=['replay', 'optimal', 'overhead'], help='a section not to run')
+                    choices=['replay', 'optimal', 'overhead', 'loop'], help='a section not to run')
     ap.add_argument('--milp-graph', action='append', default=None,
                     help='graphs whose MILP is solved here (short names; default vgg16)')
     ap.add_argument('--milp-time-limit', type=float, default=120, help='CPU s per MILP solve')
@@ -264,11 +312,13 @@ def main():
     a.milp_graph = a.milp_graph or ['vgg16']
     a.out.mkdir(parents=True, exist_ok=True)
     if not a.no_run:
-        if a.shared is None or not Path(a.shared).is_dir():
-            sys.exit('steps_table.py: no shared data: pass --shared DIR or set DTR_SHARED')
-        shared = Path(a.shared)
+        needs_shared = 'replay' not in a.skip or 'optimal' not in a.skip
+        if needs_shared and (a.shared is None or not Path(a.shared).is_dir()):
+            sys.exit('steps_table.py: no shared data: pass --shared DIR or set DTR_SHARED '
+                     '(or --skip replay --skip optimal)')
+        shared = Path(a.shared) if needs_shared else None
         needed = {'replay': 'bench/replay/dtr-replay', 'optimal': 'bench/optimal/dtr-optimal',
-                  'overhead': 'bench/micro/overhead'}
+                  'overhead': 'bench/micro/overhead', 'loop': 'bench/replay/dtr-replay'}
         for section, binary in needed.items():
             if section not in a.skip and not (a.build / binary).is_file():
                 sys.exit(f'steps_table.py: {a.build / binary} not built (ninja -C {a.build} '
@@ -283,6 +333,8 @@ def main():
         if 'overhead' not in a.skip:
             run([a.build / 'bench/micro/overhead', '--json', a.out / 'steps-overhead.json'],
                 stdout=subprocess.DEVNULL)
+        if 'loop' not in a.skip:
+            run_loop(a)
     md, summary = ['# Steps (issue 33): today\'s default against the step-aware policies\n'], {}
     if (a.out / 'steps-paper-1.json').exists() and (a.out / 'steps-paper-3.json').exists():
         md.append('## Paper logs\n')
@@ -293,6 +345,9 @@ def main():
     if (a.out / 'steps-overhead.json').exists():
         md.append('\n## Per-call overhead\n')
         summary['overhead'] = overhead_table(a, md)
+    if (a.out / 'steps-loop.json').exists():
+        md.append('\n## Recorded training loops\n')
+        summary['loop'] = loop_table(a, md)
     text = '\n'.join(md) + '\n'
     (a.out / 'steps.md').write_text(text)
     with open(a.out / 'steps-summary.json', 'w') as f:

@@ -13,8 +13,10 @@ and bench/trace/README.md).  This checker enforces
   same name; CALL is followed, for each result in order, by one MEMORY and
   then one ALIAS line for that result; MEMORY/ALIAS appear nowhere else;
   ALIAS is "-1" or an index into the call's ARGS; MUTATE indices are distinct
-  and index ARGS; at most one START and at most one BACKWARD annotation,
-  BACKWARD after START;
+  and index ARGS; at most one START annotation, and BACKWARD and STEP
+  after it; at most one BACKWARD per training step (a log that records
+  several steps has a STEP annotation where each step after the first
+  begins: dtr_trace.py --steps N);
 * the simulator's name semantics: a name is *bound* from the CONSTANT / CALL
   result / COPY that introduces it until its RELEASE.  ARGS, COPY SRC and
   COPY_FROM SRC/DST must be bound; a name is introduced at most once in the
@@ -61,7 +63,7 @@ KINDS = {
     "COPY_FROM": {"DST", "SRC"},
     "RELEASE": {"NAME"},
 }
-ANNOTATIONS = ("START", "BACKWARD")
+ANNOTATIONS = ("START", "BACKWARD", "STEP")
 
 
 class LogError(Exception):
@@ -95,7 +97,7 @@ class Stats:
     constants: int = 0
     constant_bytes: int = 0
     compute_ns: int = 0          # sum of CALL and MUTATE TIME
-    forward_ns: int = 0          # part of compute_ns before BACKWARD
+    forward_ns: int = 0          # part of compute_ns before the first BACKWARD
     peak_bytes: int = 0          # peak resident bytes, constants included (reference model)
     peak_line: int = 0
     peak_pinned_bytes: int = 0   # same, but constants are never freed
@@ -108,6 +110,8 @@ class Stats:
     live_nonconstant_bytes: int = 0
     has_start: bool = False
     has_backward: bool = False
+    steps: int = 1               # training steps: 1 + STEP annotations
+    step_compute_ns: List[int] = field(default_factory=lambda: [0])  # compute of each step
     op_names: Dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
@@ -171,6 +175,7 @@ class Checker:
         self.memory_trace = memory_trace
         self.stats = Stats()
         self._started = False
+        self._step_backward = False  # this training step has had its BACKWARD
         self._pending: List[tuple] = []  # expected follow-up lines: (kind, name)
         self._pending_from = 0
         self._call: Optional[dict] = None  # the CALL / CONSTANT awaiting follow-ups
@@ -282,12 +287,19 @@ class Checker:
                     raise LogError(lineno, "second START annotation")
                 st.has_start = True
                 self._started = True
+            elif a == "STEP":
+                if not st.has_start and self.expect_start:
+                    raise LogError(lineno, "STEP annotation before START")
+                st.steps += 1
+                st.step_compute_ns.append(0)
+                self._step_backward = False
             else:
-                if st.has_backward:
-                    raise LogError(lineno, "second BACKWARD annotation")
+                if self._step_backward:
+                    raise LogError(lineno, "second BACKWARD annotation in one step")
                 if not st.has_start and self.expect_start:
                     raise LogError(lineno, "BACKWARD annotation before START")
                 st.has_backward = True
+                self._step_backward = True
             return
 
         if kind == "CONSTANT":
@@ -336,6 +348,7 @@ class Checker:
                 self._unref(old)
             st.mutates += 1
             st.compute_ns += t
+            st.step_compute_ns[-1] += t
             if not st.has_backward:
                 st.forward_ns += t
             st.op_names[j["NAME"]] = st.op_names.get(j["NAME"], 0) + 1
@@ -387,6 +400,7 @@ class Checker:
         t = int(j["TIME"])
         st.calls += 1
         st.compute_ns += t
+        st.step_compute_ns[-1] += t
         if not st.has_backward:
             st.forward_ns += t
         st.op_names[j["NAME"]] = st.op_names.get(j["NAME"], 0) + 1
@@ -475,6 +489,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"{path}: OK  {st.lines} lines, {st.calls} calls, {st.mutates} mutates, "
                   f"{st.constants} constants ({_mb(st.constant_bytes)} MB), "
                   f"compute {st.compute_ns / 1e6:.2f} ms (fwd {st.forward_ns / 1e6:.2f}), "
+                  f"{st.steps} step{'s' if st.steps > 1 else ''}, "
                   f"peak {_mb(st.peak_bytes)} MB, bottleneck {_mb(st.bottleneck_bytes)} MB, "
                   f"end: {st.live_names} names / {st.live_storages} storages "
                   f"({st.live_nonconstant_storages} non-constant, "

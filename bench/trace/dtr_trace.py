@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Record one training step of a ``torch.nn.Module`` as a DTR operator log.
+"""Record one training step of a ``torch.nn.Module`` (or N steps of a training loop with
+its optimizer: ``--steps N``) as a DTR operator log.
 
 The log format is the one the DTR paper's simulator replays (one JSON object
 per line; see $DTR_SHARED/dtr-logs/README.md and bench/trace/README.md).
@@ -16,6 +17,7 @@ Library use::
                    "model.log", targets=(y,))
 
 CLI: ``dtr_trace.py --model resnet18 --batch 8 --size 64 -o resnet18.log``,
+``dtr_trace.py --model resnet18 --steps 3 -o loop.log`` (three steps, SGD),
 ``dtr_trace.py --all --out-dir traces/`` (the committed traces; see
 record_all.sh), ``--audit`` to cross-check liveness against check_log.py.
 
@@ -438,8 +440,13 @@ def record(model: torch.nn.Module,
            warmup: int = 1,
            repeats: int = 1,
            release_inputs: bool = True,
-           audit: Optional[list] = None) -> TraceStats:
-    """Record one training step of ``model`` into the DTR log ``out_path``.
+           audit: Optional[list] = None,
+           steps: int = 1,
+           optimizer: Optional[Callable[[List[torch.nn.Parameter]], torch.optim.Optimizer]] = None,
+           batches: Optional[Sequence[Tuple[Sequence[torch.Tensor], Sequence[torch.Tensor]]]] = None
+           ) -> TraceStats:
+    """Record one training step of ``model`` (or ``steps`` of a training loop) into the DTR
+    log ``out_path``.
 
     The step is ``loss = loss_fn(model(*inputs), *targets); loss.backward()``.
     The log starts with START, declares parameters, buffers, inputs and targets
@@ -456,7 +463,29 @@ def record(model: torch.nn.Module,
     If ``audit`` is a list, it receives, for the first run, (log lines so far,
     bytes of storages that have a name, named storages already dead) at every
     point between two operators (for tests).
+
+    A training loop: with ``steps`` > 1, or an ``optimizer`` (a function of the
+    parameters that makes one, e.g. ``lambda ps: torch.optim.SGD(ps, lr=0.01,
+    momentum=0.9)``), the log records ``steps`` iterations of ``zero_grad``
+    (gradients set to None; not before the first), forward, loss, backward and
+    ``optimizer.step()``, with ``ANNOTATE STEP`` where each step after the first
+    begins (and a BACKWARD in each). Step k reads ``batches[k]`` (inputs,
+    targets), declared as constants where the step begins; without ``batches``
+    every step reads ``inputs`` and ``targets``. So the steps differ as the
+    program makes them differ: the optimizer's state is made in the first step,
+    and a data-dependent model (the TreeLSTM) runs another graph on another
+    batch. Each of the ``repeats`` runs (and the warm-up) trains a copy of the
+    model from the same state and seeds, so that the runs log the same lines.
+    At the end the parameters, buffers, gradients and the optimizer's state
+    are referenced.
     """
+    if steps < 1:
+        raise ValueError(f"record: steps must be at least 1, got {steps}")
+    if batches is not None and len(batches) != steps:
+        raise ValueError(f"record: {len(batches)} batches for {steps} steps")
+    if steps > 1 or optimizer is not None:
+        return _record_loop(model, inputs, loss_fn, out_path, targets, warmup, repeats,
+                            release_inputs, audit, steps, optimizer, batches)
     inputs = tuple(inputs)
     targets = tuple(targets)
     model.train()
@@ -472,6 +501,11 @@ def record(model: torch.nn.Module,
         rec = _Recorder(audit=audit is not None and k == 0)
         _step(rec, model, inputs, loss_fn, targets, release_inputs)
         runs.append(rec)
+    return _write_runs(runs, out_path, audit)
+
+
+def _write_runs(runs: List[_Recorder], out_path: str, audit: Optional[list]) -> TraceStats:
+    """Write the runs' log (each TIME the fastest where the runs agree) and its stats."""
     log, how = _merge_times([r.out for r in runs])
     st = runs[0].stats
     st.compute_ns = sum(int(d["TIME"]) for d in log if "TIME" in d)
@@ -508,6 +542,87 @@ def _step(rec: _Recorder, model, inputs, loss_fn, targets, release_inputs) -> No
                 rec.release_tensor(t)
     expected = list(model.parameters()) + list(model.buffers())
     expected += [p.grad for p in model.parameters() if p.grad is not None]
+    rec.close(expected)
+
+
+def _record_loop(model, inputs, loss_fn, out_path, targets, warmup, repeats, release_inputs,
+                 audit, steps, optimizer, batches) -> TraceStats:
+    """record() of a training loop: see its docstring."""
+    import copy
+    if batches is None:
+        batches = [(tuple(inputs), tuple(targets))] * steps
+    batches = [(tuple(i), tuple(t)) for i, t in batches]
+    rng = torch.get_rng_state()
+
+    def fresh():
+        m = copy.deepcopy(model)
+        m.train()
+        return m, (optimizer(list(m.parameters())) if optimizer is not None else None)
+
+    for _ in range(warmup):  # the machine's caches and allocator, on a copy
+        m, opt = fresh()
+        torch.set_rng_state(rng)
+        for k, (x, y) in enumerate(batches[:2]):
+            if k and opt is not None:
+                opt.zero_grad(set_to_none=True)
+            loss_fn(m(*x), *y).backward()
+            if opt is not None:
+                opt.step()
+        del m, opt
+    runs: List[_Recorder] = []
+    opt_name = None
+    for k in range(max(1, repeats)):
+        m, opt = fresh()
+        opt_name = type(opt).__name__ if opt is not None else None
+        gc.collect()
+        torch.set_rng_state(rng)
+        rec = _Recorder(audit=audit is not None and k == 0)
+        _loop(rec, m, opt, batches, loss_fn, release_inputs)
+        runs.append(rec)
+        del m, opt
+    st = _write_runs(runs, out_path, audit)
+    st.info["steps"] = steps
+    st.info["optimizer"] = opt_name
+    return st
+
+
+def _loop(rec: _Recorder, model, opt, batches, loss_fn, release_inputs) -> None:
+    rec.annotate("START")
+    for t in list(model.parameters()) + list(model.buffers()):
+        rec.constant(t)
+    for k, (inputs, targets) in enumerate(batches):
+        if k:
+            rec.annotate("STEP")
+        for t in inputs + targets:
+            if isinstance(t, torch.Tensor):
+                rec.constant(t)
+        with _Mode(rec):
+            if k and opt is not None:
+                opt.zero_grad(set_to_none=True)
+            elif k:
+                for p in model.parameters():
+                    p.grad = None
+            gc.collect()
+            rec.settle()
+            out = model(*inputs)
+            loss = loss_fn(out, *targets)
+            del out
+            rec.annotate("BACKWARD")
+            loss.backward()
+            del loss
+            if opt is not None:
+                opt.step()
+            gc.collect()
+            rec.settle()
+        if release_inputs:
+            for t in inputs + targets:
+                if isinstance(t, torch.Tensor):
+                    rec.release_tensor(t)
+    expected = list(model.parameters()) + list(model.buffers())
+    expected += [p.grad for p in model.parameters() if p.grad is not None]
+    if opt is not None:
+        expected += [v for state in opt.state.values() for v in state.values()
+                     if isinstance(v, torch.Tensor)]
     rec.close(expected)
 
 
@@ -556,28 +671,56 @@ TV_TRACES = [
 ]
 
 
+OPTIMIZERS = {
+    "sgd": lambda params, lr: torch.optim.SGD(params, lr=lr, momentum=0.9),
+    "adam": lambda params, lr: torch.optim.Adam(params, lr=lr),
+}
+
+
+def _optimizer(name: Optional[str], lr: float):
+    """The optimizer factory record() takes, by name (None or "none": no optimizer step)."""
+    if name is None or name == "none":
+        return None
+    if name not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {name!r} (one of {', '.join(OPTIMIZERS)}, none)")
+    make = OPTIMIZERS[name]
+    return lambda params: make(params, lr)
+
+
 def trace_torchvision(name: str, batch: int, size: int, out_path: str, seed: int = 0,
                       classes: int = 10, repeats: int = 3,
-                      audit: Optional[list] = None) -> TraceStats:
-    """Record a torchvision classifier (random init) on random images."""
+                      audit: Optional[list] = None, steps: int = 1,
+                      optimizer: Optional[str] = None, lr: float = 0.01) -> TraceStats:
+    """Record a torchvision classifier (random init) on random images: one step, or
+    ``steps`` of a training loop with ``optimizer`` ("sgd", "adam"), a new batch each."""
     torch.manual_seed(seed)
     model = _tv(name, classes)
     x = torch.randn(batch, 3, size, size)
     y = torch.randint(0, classes, (batch,))
+    batches = [((x,), (y,))] + [((torch.randn(batch, 3, size, size),),
+                                 (torch.randint(0, classes, (batch,)),))
+                                for _ in range(steps - 1)]
     return record(model, (x,), torch.nn.functional.cross_entropy, out_path, targets=(y,),
-                  repeats=repeats, audit=audit)
+                  repeats=repeats, audit=audit, steps=steps,
+                  optimizer=_optimizer(optimizer, lr), batches=batches if steps > 1 else None)
 
 
 def trace_treelstm(tokens: int, out_path: str, seed: int = 0, dim: int = 128,
-                   repeats: int = 3, audit: Optional[list] = None) -> TraceStats:
-    """Record the LatentTreeLSTM on a random token sequence."""
+                   repeats: int = 3, audit: Optional[list] = None, steps: int = 1,
+                   optimizer: Optional[str] = None, lr: float = 0.01) -> TraceStats:
+    """Record the LatentTreeLSTM on a random token sequence: one step, or ``steps`` of a
+    training loop, each on another sequence (so each step builds another tree)."""
     torch.manual_seed(seed)
     model = LatentTreeLSTM(dim=dim)
     x = torch.randint(0, 1000, (tokens,))
     y = torch.randint(0, 5, (1,))
+    batches = [((x,), (y,))] + [((torch.randint(0, 1000, (tokens,)),), (torch.randint(0, 5, (1,)),))
+                                for _ in range(steps - 1)]
     st = record(model, (x,), torch.nn.functional.cross_entropy, out_path, targets=(y,),
-                repeats=repeats, audit=audit)
-    st.info["tree_depth"] = model.depth
+                repeats=repeats, audit=audit, steps=steps,
+                optimizer=_optimizer(optimizer, lr), batches=batches if steps > 1 else None)
+    if steps == 1:
+        st.info["tree_depth"] = model.depth
     return st
 
 
@@ -588,6 +731,11 @@ def _all(out_dir: str, repeats: int) -> None:
             for n, b, s in TV_TRACES]
     jobs.append(("latent-treelstm-t48-h128.log",
                  lambda p: trace_treelstm(48, p, repeats=repeats)))
+    # A training loop (SGD with momentum, a new batch each step): the runtime's step
+    # learning on a recorded loop.
+    jobs.append(("resnet18-b32-224px-sgd-s3.log",
+                 lambda p: trace_torchvision("resnet18", 32, 224, p, repeats=repeats, steps=3,
+                                             optimizer="sgd")))
     for fname, fn in jobs:
         path = os.path.join(out_dir, fname)
         t0 = time.time()
@@ -611,16 +759,26 @@ def _report(path: str, st: TraceStats, wall: float) -> None:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    p = argparse.ArgumentParser(description="Record one training step as a DTR operator log.")
+    p = argparse.ArgumentParser(
+        description="Record one training step (or N steps of a training loop) as a DTR "
+                    "operator log.")
     p.add_argument("--model", help="torchvision model name (weights=None) or 'treelstm'")
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--size", type=int, default=64, help="image height and width")
     p.add_argument("--tokens", type=int, default=48, help="sequence length for treelstm")
+    p.add_argument("--hidden", type=int, default=128, help="hidden size for treelstm")
     p.add_argument("--classes", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: default)")
     p.add_argument("--repeat", type=int, default=3,
                    help="record the step N times and keep each operator's fastest TIME")
+    p.add_argument("--steps", type=int, default=1,
+                   help="record N steps of a training loop (zero_grad, forward, backward, "
+                        "optimizer step; a new batch each), ANNOTATE STEP between them")
+    p.add_argument("--optimizer", choices=sorted(OPTIMIZERS) + ["none"],
+                   help="the loop's optimizer (default: sgd, momentum 0.9, with --steps N > 1; "
+                        "none otherwise)")
+    p.add_argument("--lr", type=float, default=0.01, help="the optimizer's learning rate")
     p.add_argument("-o", "--out", help="output log path")
     p.add_argument("--audit", action="store_true",
                    help="also check that check_log.py's replay holds exactly the bytes of the "
@@ -635,13 +793,21 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     if not a.model or not a.out:
         p.error("--model and --out are required (or --all)")
+    if a.steps < 1:
+        p.error(f"--steps must be at least 1, got {a.steps}")
+    if a.optimizer is None:
+        a.optimizer = "sgd" if a.steps > 1 else "none"
+    if not (a.lr > 0):
+        p.error(f"--lr must be positive, got {a.lr}")
     t0 = time.time()
     audit: Optional[list] = [] if a.audit else None
     if a.model == "treelstm":
-        st = trace_treelstm(a.tokens, a.out, a.seed, repeats=a.repeat, audit=audit)
+        st = trace_treelstm(a.tokens, a.out, a.seed, dim=a.hidden, repeats=a.repeat, audit=audit,
+                            steps=a.steps, optimizer=a.optimizer, lr=a.lr)
     else:
         st = trace_torchvision(a.model, a.batch, a.size, a.out, a.seed, a.classes,
-                               repeats=a.repeat, audit=audit)
+                               repeats=a.repeat, audit=audit, steps=a.steps,
+                               optimizer=a.optimizer, lr=a.lr)
     _report(a.out, st, time.time() - t0)
     if audit is not None:
         return _check_audit(a.out, audit)

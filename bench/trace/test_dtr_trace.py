@@ -239,6 +239,104 @@ class TorchvisionSmoke(unittest.TestCase):
                 self.assertEqual(mem[lines - 1], live_bytes)
 
 
+class RecordSteps(unittest.TestCase):
+    """--steps N: a training loop's steps (zero_grad, forward, backward, optimizer step),
+    ANNOTATE STEP between them, the optimizer's state made in the first."""
+
+    def record(self, model, batches, steps, optimizer, repeats=1, stale_view_bytes=0):
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "steps.log")
+            audit = []
+            st = dtr_trace.record(model, batches[0][0], torch.nn.functional.cross_entropy, p,
+                                  targets=batches[0][1], audit=audit, steps=steps,
+                                  optimizer=optimizer, batches=batches, repeats=repeats)
+            mem = []
+            cs = check_log.check_file(p, memory_trace=mem)
+            log = _lines(p)
+        # the replay holds exactly what PyTorch holds, but for the version a stale view keeps
+        # (Tiny's ``flat``: RecordTiny.test_memory_matches_live_storages)
+        extra = set()
+        for lines, live_bytes, dead in audit:
+            self.assertEqual(dead, 0)
+            if lines:
+                extra.add(mem[lines - 1] - live_bytes)
+        self.assertLessEqual(extra, {0, stale_view_bytes})
+        self.assertEqual(mem[-1], audit[-1][1])
+        return st, cs, log
+
+    def test_sgd_loop(self):
+        torch.manual_seed(0)
+        model = Tiny()
+        before = [p.detach().clone() for p in model.parameters()]
+        batches = [((torch.randn(5, 6),), (torch.randint(0, 3, (5,)),)) for _ in range(3)]
+        st, cs, log = self.record(model, batches, 3,
+                                  lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9),
+                                  repeats=2, stale_view_bytes=5 * 8 * 4)
+        # the model given is left as it was: each run trains a copy
+        for a, b in zip(before, model.parameters()):
+            self.assertTrue(torch.equal(a, b))
+        self.assertEqual(cs.steps, 3)
+        self.assertEqual(len(cs.step_compute_ns), 3)
+        self.assertEqual(sum(cs.step_compute_ns), cs.compute_ns)
+        kinds = [j.get("ANNOTATION") for j in log if j["INSTRUCTION"] == "ANNOTATE"]
+        self.assertEqual(kinds, ["START", "BACKWARD", "STEP", "BACKWARD", "STEP", "BACKWARD"])
+        self.assertEqual(st.info["steps"], 3)
+        self.assertEqual(st.info["times"], "minimum over 2 runs")
+        # every parameter (the first constants) is updated in place in every step
+        n_params = len(list(model.parameters()))
+        params = [j["NAME"] for j in log if j["INSTRUCTION"] == "CONSTANT"][:n_params]
+        step_of, k = [], 0
+        for j in log:
+            k += j.get("ANNOTATION") == "STEP"
+            step_of.append(k)
+        for step in range(3):
+            updated = {j["ARGS"][m] for i, j in enumerate(log)
+                       if step_of[i] == step and j["INSTRUCTION"] == "MUTATE" for m in j["MUTATE"]}
+            self.assertLessEqual(set(params), updated, f"step {step}")
+        # the end: parameters, buffers, gradients and one momentum buffer per parameter
+        want = 3 * n_params + len(list(model.buffers()))
+        self.assertEqual(cs.live_storages, want)
+        self.assertEqual(st.unexpected_live_at_end, 0)
+        # each step's batch is declared where the step begins, and released at its end
+        constants_after_start = [step_of[i] for i, j in enumerate(log)
+                                 if j["INSTRUCTION"] == "CONSTANT"]
+        self.assertEqual(sorted(set(constants_after_start)), [0, 1, 2])
+
+    def test_steps_differ_for_a_data_dependent_model(self):
+        torch.manual_seed(0)
+        model = dtr_trace.LatentTreeLSTM(dim=16)
+        batches = [((torch.randint(0, 1000, (12,)),), (torch.randint(0, 5, (1,)),))
+                   for _ in range(2)]
+        st, cs, log = self.record(model, batches, 2, None)
+        self.assertEqual(cs.steps, 2)
+        self.assertIsNone(st.info["optimizer"])
+        calls = [[], []]
+        k = 0
+        for j in log:
+            k += j.get("ANNOTATION") == "STEP"
+            if j["INSTRUCTION"] == "CALL":
+                calls[k].append(j["NAME"])
+        self.assertNotEqual(calls[0], calls[1])  # another sequence, another tree
+
+    def test_bad_arguments(self):
+        with self.assertRaises(ValueError):
+            dtr_trace.record(Tiny(), (torch.randn(5, 6),), torch.nn.functional.cross_entropy,
+                             os.devnull, targets=(torch.randint(0, 3, (5,)),), steps=0)
+        with self.assertRaises(ValueError):
+            dtr_trace.record(Tiny(), (torch.randn(5, 6),), torch.nn.functional.cross_entropy,
+                             os.devnull, targets=(torch.randint(0, 3, (5,)),), steps=2,
+                             batches=[((torch.randn(5, 6),), (torch.randint(0, 3, (5,)),))])
+        err = io.StringIO()
+        old = sys.stderr
+        sys.stderr = err
+        try:
+            with self.assertRaises(SystemExit):
+                dtr_trace.main(["--model", "resnet18", "-o", os.devnull, "--steps", "0"])
+        finally:
+            sys.stderr = old
+        self.assertIn("--steps must be at least 1", err.getvalue())
+
+
 class CheckLogRules(unittest.TestCase):
     GOOD = [
         '{"ANNOTATION":"START","INSTRUCTION":"ANNOTATE"}',
@@ -306,6 +404,21 @@ class CheckLogRules(unittest.TestCase):
                           "list of integers")
         self.expect_error(self.replace(3, self.GOOD[3].replace('"5"', "5")), 4, "TIME")
         self.expect_error(self.replace(2, "not json"), 3, "JSON")
+
+    def test_steps(self):
+        step = '{"ANNOTATION":"STEP","INSTRUCTION":"ANNOTATE"}'
+        backward = '{"ANNOTATION":"BACKWARD","INSTRUCTION":"ANNOTATE"}'
+        again = ['{"ARGS":["a"],"INSTRUCTION":"CALL","NAME":"f","RESULT":["e"],"TIME":"7"}',
+                 '{"INSTRUCTION":"MEMORY","MEMORY":"40","NAME":"e"}',
+                 '{"ALIAS":"-1","INSTRUCTION":"ALIAS","NAME":"e"}']
+        st = self.run_lines(self.GOOD + [step] + again + [backward])
+        self.assertEqual(st.steps, 2)
+        self.assertEqual(st.step_compute_ns, [8, 7])
+        self.expect_error(self.GOOD + [step] + again + [backward, backward], len(self.GOOD) + 6,
+                          "second BACKWARD annotation in one step")
+        self.expect_error(self.GOOD + [backward], len(self.GOOD) + 1,
+                          "second BACKWARD annotation in one step")
+        self.expect_error([step] + self.GOOD, 1, "STEP annotation before START")
 
     def test_stray_memory(self):
         lines = self.GOOD + ['{"INSTRUCTION":"MEMORY","MEMORY":"1","NAME":"a"}']

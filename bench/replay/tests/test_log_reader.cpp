@@ -111,6 +111,16 @@ bool contains(std::string_view haystack, std::string_view needle) {
 
 } // namespace
 
+TEST_CASE("ANNOTATE STEP marks where another training step begins") {
+    const std::string step = R"({"ANNOTATION":"STEP","INSTRUCTION":"ANNOTATE"})" "\n";
+    read_all r(start + constant("w", "8") + backward + step + backward);
+    REQUIRE(r.records.size() == 5);
+    CHECK(r.at<instr::annotate>(2).what == replay::annotation::backward);
+    CHECK(r.at<instr::annotate>(3).what == replay::annotation::step);
+    CHECK(r.records[3].line == 5);
+    CHECK(r.at<instr::annotate>(4).what == replay::annotation::backward);
+}
+
 TEST_CASE("every instruction kind becomes a typed record") {
     const std::string text = start +                                                          // 1
                              constant("w", "4096") +                                          // 2-3
@@ -338,7 +348,7 @@ TEST_CASE("malformed logs are rejected with the line and the problem") {
          "field \"NAME\" must be a string (a name), got array"},
         {"{\"INSTRUCTION\":\"RELEASE\",\"NAME\":\"\"}\n", 2, "field \"NAME\" is an empty name"},
         {"{\"ANNOTATION\":\"MIDDLE\",\"INSTRUCTION\":\"ANNOTATE\"}\n", 2,
-         "ANNOTATION \"MIDDLE\" is neither START nor BACKWARD"},
+         "ANNOTATION \"MIDDLE\" is none of START, BACKWARD and STEP"},
         {"{\"ANNOTATION\":1,\"INSTRUCTION\":\"ANNOTATE\"}\n", 2,
          "field \"ANNOTATION\" must be a string, got number"},
         // numbers

@@ -62,6 +62,51 @@ const char* chain_log = R"({"INSTRUCTION":"ANNOTATE","ANNOTATION":"START"}
 {"INSTRUCTION":"MUTATE","NAME":"add_","ARGS":["a2","c"],"MUTATE":[0],"TIME":"5"}
 )";
 
+
+// Three training steps recorded in one log (bench/trace/dtr_trace.py --steps 3): the first
+// makes the momentum buffer `m`, the later ones update it; `w` is updated in place in each.
+// Logged compute: 38, 39, 39.
+const char* three_steps_log = R"({"INSTRUCTION":"ANNOTATE","ANNOTATION":"START"}
+{"INSTRUCTION":"CONSTANT","NAME":"w"}
+{"INSTRUCTION":"MEMORY","NAME":"w","MEMORY":"100"}
+{"INSTRUCTION":"CALL","NAME":"f","ARGS":["w"],"RESULT":["a1"],"TIME":"10"}
+{"INSTRUCTION":"MEMORY","NAME":"a1","MEMORY":"100"}
+{"INSTRUCTION":"ALIAS","NAME":"a1","ALIAS":"-1"}
+{"INSTRUCTION":"ANNOTATE","ANNOTATION":"BACKWARD"}
+{"INSTRUCTION":"CALL","NAME":"g","ARGS":["a1"],"RESULT":["g1"],"TIME":"20"}
+{"INSTRUCTION":"MEMORY","NAME":"g1","MEMORY":"100"}
+{"INSTRUCTION":"ALIAS","NAME":"g1","ALIAS":"-1"}
+{"INSTRUCTION":"CALL","NAME":"clone","ARGS":["g1"],"RESULT":["m"],"TIME":"3"}
+{"INSTRUCTION":"MEMORY","NAME":"m","MEMORY":"100"}
+{"INSTRUCTION":"ALIAS","NAME":"m","ALIAS":"-1"}
+{"INSTRUCTION":"MUTATE","NAME":"add_","ARGS":["w","m"],"MUTATE":[0],"TIME":"5"}
+{"INSTRUCTION":"RELEASE","NAME":"a1"}
+{"INSTRUCTION":"RELEASE","NAME":"g1"}
+{"INSTRUCTION":"ANNOTATE","ANNOTATION":"STEP"}
+{"INSTRUCTION":"CALL","NAME":"f","ARGS":["w"],"RESULT":["a2"],"TIME":"10"}
+{"INSTRUCTION":"MEMORY","NAME":"a2","MEMORY":"100"}
+{"INSTRUCTION":"ALIAS","NAME":"a2","ALIAS":"-1"}
+{"INSTRUCTION":"ANNOTATE","ANNOTATION":"BACKWARD"}
+{"INSTRUCTION":"CALL","NAME":"g","ARGS":["a2"],"RESULT":["g2"],"TIME":"20"}
+{"INSTRUCTION":"MEMORY","NAME":"g2","MEMORY":"100"}
+{"INSTRUCTION":"ALIAS","NAME":"g2","ALIAS":"-1"}
+{"INSTRUCTION":"MUTATE","NAME":"mul_","ARGS":["m","g2"],"MUTATE":[0],"TIME":"4"}
+{"INSTRUCTION":"MUTATE","NAME":"add_","ARGS":["w","m"],"MUTATE":[0],"TIME":"5"}
+{"INSTRUCTION":"RELEASE","NAME":"a2"}
+{"INSTRUCTION":"RELEASE","NAME":"g2"}
+{"INSTRUCTION":"ANNOTATE","ANNOTATION":"STEP"}
+{"INSTRUCTION":"CALL","NAME":"f","ARGS":["w"],"RESULT":["a3"],"TIME":"10"}
+{"INSTRUCTION":"MEMORY","NAME":"a3","MEMORY":"100"}
+{"INSTRUCTION":"ALIAS","NAME":"a3","ALIAS":"-1"}
+{"INSTRUCTION":"ANNOTATE","ANNOTATION":"BACKWARD"}
+{"INSTRUCTION":"CALL","NAME":"g","ARGS":["a3"],"RESULT":["g3"],"TIME":"20"}
+{"INSTRUCTION":"MEMORY","NAME":"g3","MEMORY":"100"}
+{"INSTRUCTION":"ALIAS","NAME":"g3","ALIAS":"-1"}
+{"INSTRUCTION":"MUTATE","NAME":"mul_","ARGS":["m","g3"],"MUTATE":[0],"TIME":"4"}
+{"INSTRUCTION":"MUTATE","NAME":"add_","ARGS":["w","m"],"MUTATE":[0],"TIME":"5"}
+{"INSTRUCTION":"RELEASE","NAME":"a3"}
+{"INSTRUCTION":"RELEASE","NAME":"g3"}
+)";
 } // namespace
 
 TEST_CASE("an unlimited replay computes every operator once") {
@@ -246,4 +291,54 @@ TEST_CASE("a replay of several steps that runs out of budget says in which step"
     CHECK(r.status == dtr::replay::status::oom);
     CHECK(r.steps_done == 0);
     CHECK(r.step_spent.size() == 1);
+}
+
+TEST_CASE("a log that records its steps replays them as steps, each against its own compute") {
+    const auto t = trace_of(three_steps_log);
+    REQUIRE(t.logged_steps() == 3);
+    CHECK(t.step_compute == std::vector<dtr::cost_t>{38, 39, 39});
+    for (const bool marks : {true, false}) {
+        CAPTURE(marks);
+        // As dtr-replay replays a training loop: parameters updated into new constants, each
+        // step's batch freed once released.
+        const auto r = dtr::replay::run_replay<dtr::heuristics::dtr_next_use>(
+            t, {.thrash_limit = 0,
+                .constant_updates = dtr::constant_update::constant,
+                .keep_constants = false,
+                .mark_steps = marks});
+        CHECK(r.status == dtr::replay::status::ok);
+        CHECK(r.logged_steps);
+        CHECK(r.steps_done == 3);
+        CHECK(r.step_spent == std::vector<dtr::cost_t>{38, 39, 39}); // nothing evicted
+        CHECK(r.step_baseline == t.step_compute);
+        CHECK(r.steady_slowdown(116, 3) == 1);
+        CHECK(r.slowdown(116) == 1); // the whole log against its whole compute
+        // The momentum buffer, computed in the first step and held where the second begins,
+        // becomes a constant there (the parameter is one already); in the third it is one.
+        CHECK(r.promotions == 1);
+        CHECK(r.stats.steps_marked == (marks ? 3U : 0U));
+        if (marks) {
+            // The first step makes the momentum buffer: the second diverges from it at its
+            // third call and is learned at the third mark; the third step follows it.
+            CHECK(r.stats.steps_learned == 2);
+            CHECK(r.stats.forecast_calls >= 4);
+        }
+    }
+    // Under a budget that evicts, each step is held to its own thrash limit.
+    const auto tight = dtr::replay::run_replay<dtr::heuristics::dtr_next_use>(
+        t, {.budget = 450,
+            .thrash_limit = 10,
+            .baseline_compute = 116,
+            .constant_updates = dtr::constant_update::constant,
+            .keep_constants = false,
+            .restore = dtr::restore_pins::yield_when_full});
+    INFO(tight.error);
+    CHECK(tight.status == dtr::replay::status::ok);
+    CHECK(tight.steps_done == 3);
+    CHECK(tight.stats.evictions > 0);
+    CHECK(tight.peak_resident <= 450);
+    // Repeating a log that has its own steps is refused, naming the log.
+    CHECK_THROWS_WITH_AS(dtr::replay::run_replay<dtr::heuristics::dtr_next_use>(
+                             t, {.thrash_limit = 0, .steps = 2}),
+                         doctest::Contains("records 3 steps itself"), dtr::logic_error);
 }

@@ -80,14 +80,15 @@ using op_id = std::uint32_t;
 
 //! @brief The ANNOTATE markers of the format.
 enum class annotation : std::uint8_t {
-    start,   //!< the measured iteration begins
-    backward //!< the backward pass begins
+    start,    //!< the measured iteration begins
+    backward, //!< the backward pass begins (once per step)
+    step      //!< another training step begins (a log that records several: bench/trace)
 };
 
 //! @brief The logical instructions of a log, one struct per kind.
 namespace instr {
 
-//! @brief ANNOTATE START or BACKWARD.
+//! @brief ANNOTATE START, BACKWARD or STEP.
 struct annotate {
     annotation what;
 };
@@ -593,8 +594,11 @@ private:
             raw_.ann = annotation::start;
         else if (v.as_string() == "BACKWARD")
             raw_.ann = annotation::backward;
+        else if (v.as_string() == "STEP")
+            raw_.ann = annotation::step;
         else
-            fail("ANNOTATION " + detail::quoted(v.as_string()) + " is neither START nor BACKWARD");
+            fail("ANNOTATION " + detail::quoted(v.as_string()) +
+                 " is none of START, BACKWARD and STEP");
     }
 
     void check_alias() {

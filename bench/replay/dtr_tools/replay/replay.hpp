@@ -31,6 +31,13 @@ struct trace {
     std::vector<std::string> names;     //!< name_id -> tensor name
     std::vector<std::string> operators; //!< op_id -> operator name
     log_statistics stats;
+    //! The first-run compute of each training step the log records (ANNOTATE STEP between
+    //! them; a log without one is one step): the baseline of each step.
+    std::vector<cost_t> step_compute;
+    //! @brief Returns: the training steps the log records (1 without ANNOTATE STEP).
+    [[nodiscard]] std::size_t logged_steps() const noexcept {
+        return std::max<std::size_t>(step_compute.size(), 1);
+    }
 };
 
 //! @brief Reads a whole log. @throws dtr::parse_error naming file, line and problem.
@@ -39,7 +46,17 @@ inline trace load_trace(const std::filesystem::path& path, log_reader_options op
     trace t;
     t.source = path.string();
     record r;
-    while (reader.next(r)) t.records.push_back(std::move(r));
+    t.step_compute.push_back(0);
+    while (reader.next(r)) {
+        if (const auto* a = std::get_if<instr::annotate>(&r.op);
+            a != nullptr && a->what == annotation::step)
+            t.step_compute.push_back(0);
+        else if (const auto* c = std::get_if<instr::call>(&r.op))
+            t.step_compute.back() += static_cast<cost_t>(c->time_ns);
+        else if (const auto* m = std::get_if<instr::mutate>(&r.op))
+            t.step_compute.back() += static_cast<cost_t>(m->time_ns);
+        t.records.push_back(std::move(r));
+    }
     t.names.reserve(reader.name_count());
     for (name_id i = 0; i < reader.name_count(); ++i) t.names.push_back(reader.name(i));
     for (op_id i = 0; i < reader.op_count(); ++i) t.operators.push_back(reader.op_name(i));
@@ -105,7 +122,9 @@ struct replay_options {
     //! Times the log's step runs in a row, as a training loop would: the constants are kept
     //! (each step's CONSTANT is the first step's storage, unchanged), each step ends like the
     //! log (its outputs made resident) and then drops every other name. `baseline_compute`
-    //! and `thrash_limit` stay per step.
+    //! and `thrash_limit` stay per step. A log that records several steps itself (ANNOTATE
+    //! STEP) runs once, its own steps being the steps (each step's baseline is its logged
+    //! compute); more than 1 here is refused for it.
     std::size_t steps = 1;
     //! Call runtime::begin_step() before each step (a framework marking its iterations);
     //! false leaves the runtime to find the repetition itself.
@@ -144,20 +163,37 @@ struct replay_result {
     //! recomputation and transfer waits, its outputs made resident included.
     std::size_t steps_done = 0;
     std::vector<cost_t> step_spent;
-    //! @brief Steps 2 and later (the steady state) over as many baseline steps; for a run of
-    //! one step, its slowdown. 0 when a run of several steps did not finish its first two.
+    //! The baseline of each step begun: the log's compute for a repeated step, the step's own
+    //! logged compute for a log that records its steps.
+    std::vector<cost_t> step_baseline;
+    //! Whether the steps were the log's own (ANNOTATE STEP), not repetitions of it.
+    bool logged_steps = false;
+    //! Logged steps: computed tensors held where a step begins, turned into constants.
+    std::size_t promotions = 0;
+    //! @brief Steps 2 and later (the steady state) over their baselines; for a run of one
+    //! step, its slowdown. 0 when a run of several steps did not finish its first two.
+    //! `baseline` is the baseline of one repeated step (ignored for logged steps).
     [[nodiscard]] double steady_slowdown(cost_t baseline, std::size_t steps) const noexcept {
         if (steps <= 1) return slowdown(baseline);
-        if (steps_done < 2 || baseline <= 0) return 0;
-        cost_t sum = 0;
-        for (std::size_t i = 1; i < steps_done; ++i) sum += step_spent[i];
-        return sum / (baseline * static_cast<double>(steps_done - 1));
+        if (steps_done < 2) return 0;
+        cost_t spent = 0, base = 0;
+        for (std::size_t i = 1; i < steps_done; ++i) {
+            spent += step_spent[i];
+            base += logged_steps ? step_baseline[i] : baseline;
+        }
+        return base > 0 ? spent / base : 0;
     }
-    //! @brief Total compute over `baseline` times the steps begun (the published "slowdown"
-    //! for one step).
+    //! @brief Total compute over the baseline of the steps begun (the published "slowdown"
+    //! for one step): `baseline` per repeated step, the log's whole compute for logged steps.
     [[nodiscard]] double slowdown(cost_t baseline) const noexcept {
-        const double steps = static_cast<double>(std::max<std::size_t>(step_spent.size(), 1));
+        const double steps =
+            logged_steps ? 1.0 : static_cast<double>(std::max<std::size_t>(step_spent.size(), 1));
         return baseline > 0 ? (compute + remat + transfer_stall) / (baseline * steps) : 0;
+    }
+    //! @brief Returns: the k-th step's spending over its baseline.
+    [[nodiscard]] double step_slowdown(std::size_t k, cost_t baseline) const noexcept {
+        const cost_t base = logged_steps ? step_baseline[k] : baseline;
+        return base > 0 ? step_spent[k] / base : 0;
     }
 };
 
@@ -210,20 +246,30 @@ replay_result run_replay(const trace& t, const replay_options& options,
     replay_result result;
     result.budget = options.budget;
     const std::size_t steps = std::max<std::size_t>(options.steps, 1);
-    const double step_count = static_cast<double>(steps);
+    // The steps of the run: the log's step repeated, or the steps the log records.
+    const std::size_t logged = t.logged_steps();
+    if (logged > 1 && steps > 1)
+        throw logic_error("replay: " + t.source + " records " + std::to_string(logged) +
+                          " steps itself (ANNOTATE STEP); it runs once (steps = 1), not " +
+                          std::to_string(steps) + " times");
+    const std::size_t run_steps = logged > 1 ? logged : steps;
+    auto step_base = [&](std::size_t step) -> cost_t {
+        return logged > 1 ? t.step_compute[step] : options.baseline_compute;
+    };
     // Each step is held to its own limit (the first to its own); the runtime's allowance for
     // recomputation is what all of them allow together, for deep restores.
     const double first_limit = options.first_step_thrash_limit > 0 ? options.first_step_thrash_limit
                                                                    : options.thrash_limit;
     auto step_thrash_at = [&](std::size_t step) -> cost_t {
         return options.thrash_limit > 0
-                   ? (step == 0 ? first_limit : options.thrash_limit) * options.baseline_compute
+                   ? (step == 0 ? first_limit : options.thrash_limit) * step_base(step)
                    : 0;
     };
-    const cost_t thrash_at =
-        options.thrash_limit > 0
-            ? (first_limit + options.thrash_limit * (step_count - 1)) * options.baseline_compute
-            : 0;
+    cost_t thrash_at = 0, run_baseline = 0;
+    for (std::size_t step = 0; step < run_steps; ++step) {
+        thrash_at += step_thrash_at(step);
+        run_baseline += step_base(step);
+    }
     runtime_options rt_options{.budget = options.budget,
                                .dealloc = options.dealloc,
                                .kept = options.kept,
@@ -240,7 +286,7 @@ replay_result run_replay(const trace& t, const replay_options& options,
     // (A thrash limit below 1 leaves no allowance at all: the runtime takes no negative one.)
     if (thrash_at > 0)
         rt_options.remat_limit =
-            std::max<cost_t>(0, thrash_at - options.baseline_compute * step_count);
+            std::max<cost_t>(0, thrash_at - run_baseline);
     sim_backend backend =
         options.arena_alignment == 0
             ? sim_backend{}
@@ -304,15 +350,52 @@ replay_result run_replay(const trace& t, const replay_options& options,
     // Steps after the first: the first step's constants, by record (views, so that a MUTATE
     // of a constant's name in one step leaves the next step's constant as it was).
     std::vector<tensor> kept_constant(steps > 1 ? t.records.size() : 0);
+    // Logged steps: what the program still holds where a step begins is its training state
+    // (gradients, the optimizer's momentum made by a CALL in the first step, ...), which the
+    // next step does not recompute: each such computed tensor becomes a constant, as the
+    // PyTorch bridge promotes state. Else it would chain back through every earlier step's
+    // graph and keep every earlier version of every parameter it was computed from resident
+    // (a constant is freed only once nothing computed from it remains). A resident one is
+    // promoted where the step begins (its bytes move over); an evicted one where the next
+    // step first reads or updates it (it is restored for that anyway), and not at all when
+    // the step only releases it (gradients under zero_grad).
+    std::vector<bool> carried(logged > 1 ? t.names.size() : 0, false);
+    auto promote = [&](name_id n) {
+        std::size_t bytes = 0;
+        {
+            const auto guard = rt.pin(handle[n]);
+            bytes = guard.data().size();
+        }
+        rt.drop(handle[n]); // the bytes move over to the constant
+        const tensor c = rt.constant(bytes);
+        const std::uint32_t v = value_of[n]; // every name of the tensor (COPY) follows
+        for (name_id m = 0; m < handle.size(); ++m)
+            if (value_of[m] == v && handle[m].valid()) {
+                handle[m] = rt.view(c);
+                if (!carried.empty()) carried[m] = false;
+            }
+        ++result.promotions;
+    };
+    auto promote_carried = [&](const std::vector<name_id>& names) {
+        for (name_id n : names)
+            if (carried[n]) {
+                carried[n] = false;
+                if (handle[n].valid() && rt.is_rematerializable(handle[n])) promote(n);
+            }
+    };
     bool backward = false;
     std::size_t at = 0;
     cost_t step_start = 0;
+    std::size_t current = 0; // the step running: `step` repeated, or the log's own
     result.records_total = t.records.size();
+    result.logged_steps = logged > 1;
     try {
         for (std::size_t step = 0; step < steps && result.status == status::ok; ++step) {
-            if (options.mark_steps && steps > 1) rt.begin_step();
+            current = step;
+            if (options.mark_steps && run_steps > 1) rt.begin_step();
             step_start = spent();
             result.step_spent.push_back(0);
+            result.step_baseline.push_back(step_base(current));
             if (step > 0) { // the previous step's names are gone; values start afresh
                 std::fill(value_of.begin(), value_of.end(), 0U);
                 refs.assign(1, 0);
@@ -321,10 +404,23 @@ replay_result run_replay(const trace& t, const replay_options& options,
                 const record& rec = t.records[at];
                 switch (rec.op.index()) {
                     case 0: { // annotate
-                        if (std::get<instr::annotate>(rec.op).what == annotation::backward &&
-                            !backward) {
+                        const annotation what = std::get<instr::annotate>(rec.op).what;
+                        if (what == annotation::backward && !backward) {
                             backward = true;
                             result.forward_compute = rt.stats().compute_cost;
+                        }
+                        if (what == annotation::step) { // the log's next step begins
+                            for (name_id n = 0; n < handle.size(); ++n) {
+                                carried[n] = handle[n].valid() && rt.is_rematerializable(handle[n]);
+                                if (carried[n] && rt.is_resident(handle[n])) promote(n);
+                            }
+                            result.step_spent.back() = spent() - step_start;
+                            ++result.steps_done;
+                            ++current;
+                            if (options.mark_steps) rt.begin_step();
+                            step_start = spent();
+                            result.step_spent.push_back(0);
+                            result.step_baseline.push_back(step_base(current));
                         }
                         break;
                     }
@@ -342,6 +438,7 @@ replay_result run_replay(const trace& t, const replay_options& options,
                     }
                     case 2: { // call
                         const auto& c = std::get<instr::call>(rec.op);
+                        if (!carried.empty()) promote_carried(c.args);
                         args.clear();
                         for (name_id a : c.args) args.push_back(handle[a]);
                         auto outs = rt.call_n(c.results.size(), detail::logged_call{&c}, args,
@@ -355,6 +452,7 @@ replay_result run_replay(const trace& t, const replay_options& options,
                     }
                     case 3: { // mutate
                         const auto& m = std::get<instr::mutate>(rec.op);
+                        if (!carried.empty()) promote_carried(m.args);
                         args.clear();
                         for (name_id a : m.args) args.push_back(handle[a]);
                         rt.call_n(0, detail::logged_mutation{}, args,
@@ -393,7 +491,7 @@ replay_result run_replay(const trace& t, const replay_options& options,
                 }
                 if (options.prefetch_lookahead > 0 && (rec.op.index() == 2 || rec.op.index() == 3))
                     prefetch_after(at, handle);
-                if (thrash_at > 0 && spent() - step_start > step_thrash_at(step)) {
+                if (thrash_at > 0 && spent() - step_start > step_thrash_at(current)) {
                     result.status = status::thrash;
                     break;
                 }
@@ -417,7 +515,7 @@ replay_result run_replay(const trace& t, const replay_options& options,
                     outputs.push_back(rt.pin(*representative[v]));
                 }
             }
-            if (thrash_at > 0 && spent() - step_start > step_thrash_at(step))
+            if (thrash_at > 0 && spent() - step_start > step_thrash_at(current))
                 result.status = status::thrash;
             if (step + 1 < steps) // the training loop consumed the outputs
                 for (tensor& n : handle) n.reset();
