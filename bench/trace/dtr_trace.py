@@ -499,7 +499,7 @@ def record(model: torch.nn.Module,
             p.grad = None
         gc.collect()
         rec = _Recorder(audit=audit is not None and k == 0)
-        _step(rec, model, inputs, loss_fn, targets, release_inputs)
+        _loop(rec, model, None, [(inputs, targets)], loss_fn, release_inputs)
         runs.append(rec)
     return _write_runs(runs, out_path, audit)
 
@@ -518,31 +518,6 @@ def _write_runs(runs: List[_Recorder], out_path: str, audit: Optional[list]) -> 
     if audit is not None:
         audit.extend(runs[0].audit)
     return st
-
-
-def _step(rec: _Recorder, model, inputs, loss_fn, targets, release_inputs) -> None:
-    rec.annotate("START")
-    for t in list(model.parameters()) + list(model.buffers()):
-        rec.constant(t)
-    for t in inputs + targets:
-        if isinstance(t, torch.Tensor):
-            rec.constant(t)
-    with _Mode(rec):
-        out = model(*inputs)
-        loss = loss_fn(out, *targets)
-        del out
-        rec.annotate("BACKWARD")
-        loss.backward()
-        del loss
-        gc.collect()
-        rec.settle()
-    if release_inputs:
-        for t in inputs + targets:
-            if isinstance(t, torch.Tensor):
-                rec.release_tensor(t)
-    expected = list(model.parameters()) + list(model.buffers())
-    expected += [p.grad for p in model.parameters() if p.grad is not None]
-    rec.close(expected)
 
 
 def _record_loop(model, inputs, loss_fn, out_path, targets, warmup, repeats, release_inputs,
@@ -587,6 +562,7 @@ def _record_loop(model, inputs, loss_fn, out_path, targets, warmup, repeats, rel
 
 
 def _loop(rec: _Recorder, model, opt, batches, loss_fn, release_inputs) -> None:
+    """Records the steps of ``batches`` (one step: record()'s single step, opt None)."""
     rec.annotate("START")
     for t in list(model.parameters()) + list(model.buffers()):
         rec.constant(t)
@@ -597,13 +573,14 @@ def _loop(rec: _Recorder, model, opt, batches, loss_fn, release_inputs) -> None:
             if isinstance(t, torch.Tensor):
                 rec.constant(t)
         with _Mode(rec):
-            if k and opt is not None:
-                opt.zero_grad(set_to_none=True)
-            elif k:
-                for p in model.parameters():
-                    p.grad = None
-            gc.collect()
-            rec.settle()
+            if k:  # zero_grad(set_to_none=True): the gradients' names are released here
+                if opt is not None:
+                    opt.zero_grad(set_to_none=True)
+                else:
+                    for p in model.parameters():
+                        p.grad = None
+                gc.collect()
+                rec.settle()
             out = model(*inputs)
             loss = loss_fn(out, *targets)
             del out
