@@ -93,8 +93,8 @@ struct baseline {
 //! every version of every parameter would stay resident.)
 void constants_as_logged(const dtr::replay::trace& t, dtr::replay::replay_options& options) {
     const bool training_loop = t.logged_steps() > 1;
-    options.constant_updates = training_loop ? dtr::constant_update::constant
-                                             : dtr::constant_update::rematerializable;
+    options.constant_updates =
+        training_loop ? dtr::constant_update::constant : dtr::constant_update::rematerializable;
     if (training_loop) options.keep_constants = false;
 }
 
@@ -361,9 +361,8 @@ int main(int argc, char** argv) {
                 for (const task& t : tasks)
                     if (t.log == l && t.heuristic == h && t.ratio == r) {
                         if (t.result.status == dtr::replay::status::ok)
-                            std::printf(" %7.4f",
-                                        t.result.steady_slowdown(baselines[l].compute,
-                                                                 steps_of(l)));
+                            std::printf(" %7.4f", t.result.steady_slowdown(baselines[l].compute,
+                                                                           steps_of(l)));
                         else
                             std::printf(" %7s", dtr::replay::to_string(t.result.status));
                     }
@@ -431,7 +430,7 @@ int main(int argc, char** argv) {
                               r.steady_slowdown(b.compute, steps_of(t.log)));
                 out << ", \"steps\": " << steps_of(t.log)
                     << ", \"logged_steps\": " << (r.logged_steps ? "true" : "false")
-                    << ", \"steps_done\": " << r.steps_done
+                    << ", \"promotions\": " << r.promotions << ", \"steps_done\": " << r.steps_done
                     << ", \"step_marks\": " << (no_step_marks ? "false" : "true")
                     << ", \"first_step_thrash_limit\": "
                     << (first_step_thrash_limit > 0 ? first_step_thrash_limit : thrash_limit)

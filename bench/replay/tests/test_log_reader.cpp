@@ -112,7 +112,8 @@ bool contains(std::string_view haystack, std::string_view needle) {
 } // namespace
 
 TEST_CASE("ANNOTATE STEP marks where another training step begins") {
-    const std::string step = R"({"ANNOTATION":"STEP","INSTRUCTION":"ANNOTATE"})" "\n";
+    const std::string step = R"({"ANNOTATION":"STEP","INSTRUCTION":"ANNOTATE"})"
+                             "\n";
     read_all r(start + constant("w", "8") + backward + step + backward);
     REQUIRE(r.records.size() == 5);
     CHECK(r.at<instr::annotate>(2).what == replay::annotation::backward);

@@ -62,7 +62,6 @@ const char* chain_log = R"({"INSTRUCTION":"ANNOTATE","ANNOTATION":"START"}
 {"INSTRUCTION":"MUTATE","NAME":"add_","ARGS":["a2","c"],"MUTATE":[0],"TIME":"5"}
 )";
 
-
 // Three training steps recorded in one log (bench/trace/dtr_trace.py --steps 3): the first
 // makes the momentum buffer `m`, the later ones update it; `w` is updated in place in each.
 // Logged compute: 38, 39, 39.
@@ -338,7 +337,7 @@ TEST_CASE("a log that records its steps replays them as steps, each against its 
     CHECK(tight.stats.evictions > 0);
     CHECK(tight.peak_resident <= 450);
     // Repeating a log that has its own steps is refused, naming the log.
-    CHECK_THROWS_WITH_AS(dtr::replay::run_replay<dtr::heuristics::dtr_next_use>(
-                             t, {.thrash_limit = 0, .steps = 2}),
-                         doctest::Contains("records 3 steps itself"), dtr::logic_error);
+    CHECK_THROWS_WITH_AS(
+        dtr::replay::run_replay<dtr::heuristics::dtr_next_use>(t, {.thrash_limit = 0, .steps = 2}),
+        doctest::Contains("records 3 steps itself"), dtr::logic_error);
 }

@@ -284,9 +284,7 @@ replay_result run_replay(const trace& t, const replay_options& options,
                                .steps = options.learning};
     // Thrashing is caught inside a rematerialization too: a deep one can cost without bound.
     // (A thrash limit below 1 leaves no allowance at all: the runtime takes no negative one.)
-    if (thrash_at > 0)
-        rt_options.remat_limit =
-            std::max<cost_t>(0, thrash_at - run_baseline);
+    if (thrash_at > 0) rt_options.remat_limit = std::max<cost_t>(0, thrash_at - run_baseline);
     sim_backend backend =
         options.arena_alignment == 0
             ? sim_backend{}
