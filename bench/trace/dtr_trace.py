@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import copy
 import gc
 import json
 import os
@@ -523,7 +524,6 @@ def _write_runs(runs: List[_Recorder], out_path: str, audit: Optional[list]) -> 
 def _record_loop(model, inputs, loss_fn, out_path, targets, warmup, repeats, release_inputs,
                  audit, steps, optimizer, batches) -> TraceStats:
     """record() of a training loop: see its docstring."""
-    import copy
     if batches is None:
         batches = [(tuple(inputs), tuple(targets))] * steps
     batches = [(tuple(i), tuple(t)) for i, t in batches]
