@@ -40,6 +40,8 @@ REPLAY_POLICIES_1 = ['dtr_eqclass', 'dtr_held']
 REPLAY_POLICIES_3 = ['dtr_eqclass', 'dtr_next_use', 'dtr_held_next_use']
 REPLAY_RATIOS = [0.5, 0.3, 0.25, 0.2, 0.15]
 LOOP_RATIOS = [0.9, 0.8, 0.7, 0.6, 0.55]
+# dtr-replay under the runtime's default release and restore, one replay at a time.
+REPLAY_DEFAULTS = ['--dealloc', 'keep-once-bound', '--restore-pins', 'yield', '--jobs', '1']
 # (configuration label, steps, policy): the table's column order.
 CONFIGS = [('dtr_eqclass, 1 step', 1, 'dtr_eqclass'), ('dtr_held, 1 step', 1, 'dtr_held'),
            ('dtr_eqclass, 3 steps', 3, 'dtr_eqclass'),
@@ -84,7 +86,7 @@ def run(cmd, **kw):
 
 def run_replay(a, logs):
     binary = a.build / 'bench/replay/dtr-replay'
-    common = ['--dealloc', 'keep-once-bound', '--restore-pins', 'yield', '--jobs', '1']
+    common = list(REPLAY_DEFAULTS)
     for r in REPLAY_RATIOS:
         common += ['--ratio', r]
     for steps, policies in ((1, REPLAY_POLICIES_1), (3, REPLAY_POLICIES_3)):
@@ -263,8 +265,7 @@ def loop_logs():
 
 def run_loop(a):
     cmd = [a.build / 'bench/replay/dtr-replay'] + sum((['--heuristic', p] for p in REPLAY_POLICIES_3), [])
-    cmd += ['--dealloc', 'keep-once-bound', '--restore-pins', 'yield', '--jobs', '1']
-    cmd += sum((['--ratio', r] for r in LOOP_RATIOS), [])
+    cmd += REPLAY_DEFAULTS + sum((['--ratio', r] for r in LOOP_RATIOS), [])
     run(cmd + ['--json', a.out / 'steps-loop.json'] + loop_logs(), stdout=subprocess.DEVNULL)
 
 

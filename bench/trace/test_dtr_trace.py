@@ -6,6 +6,7 @@ Run with ``/usr/bin/python3 bench/trace/test_dtr_trace.py``.  Exits 0 on
 success, 1 on failure, and 77 (skip) when torch cannot be imported.
 """
 
+import contextlib
 import glob
 import io
 import json
@@ -327,13 +328,8 @@ class RecordSteps(unittest.TestCase):
                              os.devnull, targets=(torch.randint(0, 3, (5,)),), steps=2,
                              batches=[((torch.randn(5, 6),), (torch.randint(0, 3, (5,)),))])
         err = io.StringIO()
-        old = sys.stderr
-        sys.stderr = err
-        try:
-            with self.assertRaises(SystemExit):
-                dtr_trace.main(["--model", "resnet18", "-o", os.devnull, "--steps", "0"])
-        finally:
-            sys.stderr = old
+        with contextlib.redirect_stderr(err), self.assertRaises(SystemExit):
+            dtr_trace.main(["--model", "resnet18", "-o", os.devnull, "--steps", "0"])
         self.assertIn("--steps must be at least 1", err.getvalue())
 
 
