@@ -166,6 +166,102 @@ TEST_CASE("with the forecast, of two storages alike the one read later is evicte
 
 namespace {
 
+//! A policy the forecast misleads: with one it evicts the storage read soonest (Belady's
+//! rule reversed); without one it is lru.
+struct misled_by_forecast {
+    struct storage_data {};
+    static constexpr const char* name = "misled_by_forecast";
+    template <class Storage>
+    double score(const Storage& s, const dtr::heuristic_context& ctx) const noexcept {
+        if (ctx.forecast != nullptr) {
+            const double d = ctx.forecast->time_to_next_use(s);
+            if (d >= 0) return d;
+        }
+        return static_cast<double>(s.last_access());
+    }
+};
+static_assert(dtr::heuristic<misled_by_forecast>);
+
+//! Per step, the recomputation cost of a program where the forecast misleads: a1..a4 made
+//! (a4 costs 10 to make, the others 1), a temporary that evicts one of them, then reads of
+//! a4, a3, a2, a1. Online (lru) evicts a1 and recomputes it for 1; misled by the forecast,
+//! the policy evicts a4 and recomputes it for 10. Also returns the reads' first bytes.
+struct misled_run {
+    std::vector<double> remat_per_step;
+    std::vector<unsigned> values;
+    std::uint64_t withheld = 0;
+};
+misled_run run_misled(bool guard, int steps, std::size_t budget) {
+    dtr::runtime<dtr::host_backend, misled_by_forecast> rt(
+        {.budget = budget, .dealloc = dtr::dealloc_policy::eager_evict, .guard_forecast = guard});
+    misled_run out;
+    dtr::tensor x = rt.constant(8, dtr_test::fill_with(1));
+    for (int step = 0; step < steps; ++step) {
+        rt.begin_step();
+        const double before = rt.stats().remat_cost;
+        auto a1 = rt.call(make_op{100}, {x}, {.cost = 1.0});
+        auto a2 = rt.call(make_op{100}, {a1}, {.cost = 1.0});
+        auto a3 = rt.call(make_op{100}, {a2}, {.cost = 1.0});
+        auto a4 = rt.call(make_op{100}, {x}, {.cost = 10.0});
+        { auto t = rt.call(make_op{100}, {x}, {.cost = 1.0}); } // evicts one of a1..a4
+        for (const dtr::tensor* a : {&a4, &a3, &a2, &a1}) {
+            auto r = rt.call(make_op{10}, {*a}, {.cost = 1.0});
+            const auto pinned = rt.pin(r);
+            out.values.push_back(dtr_test::u8(pinned.data().data()[0]));
+        }
+        out.remat_per_step.push_back(rt.stats().remat_cost - before);
+    }
+    out.withheld = rt.stats().forecast_withheld;
+    return out;
+}
+
+} // namespace
+
+TEST_CASE("the forecast guard withholds a forecast that costs more than the online scores") {
+    constexpr int steps = 12;
+    constexpr std::size_t budget = 8 + 4 * 100 + 100 - 1; // one of a1..a4 must go for t
+    const misled_run unguarded = run_misled(false, steps, budget);
+    const misled_run guarded = run_misled(true, steps, budget);
+    const misled_run unlimited = run_misled(true, steps, dtr::unlimited);
+    // Values never depend on the guard, nor on the budget.
+    CHECK(unguarded.values == unlimited.values);
+    CHECK(guarded.values == unlimited.values);
+    // The first step is recorded under the online scores (a1, 1); unguarded, every later
+    // step follows the forecast into the wrong choice (a4, 10).
+    REQUIRE(unguarded.remat_per_step.size() == steps);
+    CHECK(unguarded.remat_per_step[0] == 1);
+    for (int k = 1; k < steps; ++k) CHECK(unguarded.remat_per_step[k] == 10);
+    CHECK(unguarded.withheld == 0);
+    // Guarded: step 1 tries the forecast and loses to step 0; steps 2-3 run online (each
+    // measures 1, no worse than the forecast's 10); step 4 tries again, loses, and the wait
+    // doubles: steps 5-8 online, 9 a try, 10-11 online.
+    const std::vector<double> expected{1, 10, 1, 1, 10, 1, 1, 1, 1, 10, 1, 1};
+    CHECK(guarded.remat_per_step == expected);
+    CHECK(guarded.withheld == 8);
+}
+
+TEST_CASE("the forecast guard keeps a forecast that costs no more than the online scores") {
+    // dtr_next_use on the program above: it evicts a1, as lru does, and keeps the forecast.
+    dtr::runtime<dtr::host_backend, h::dtr_next_use> rt(
+        {.budget = 8 + 4 * 100 + 100 - 1, .dealloc = dtr::dealloc_policy::eager_evict});
+    dtr::tensor x = rt.constant(8, dtr_test::fill_with(1));
+    for (int step = 0; step < 6; ++step) {
+        rt.begin_step();
+        auto a1 = rt.call(make_op{100}, {x}, {.cost = 1.0});
+        auto a2 = rt.call(make_op{100}, {a1}, {.cost = 1.0});
+        auto a3 = rt.call(make_op{100}, {a2}, {.cost = 1.0});
+        auto a4 = rt.call(make_op{100}, {x}, {.cost = 10.0});
+        { auto t = rt.call(make_op{100}, {x}, {.cost = 1.0}); }
+        for (const dtr::tensor* a : {&a4, &a3, &a2, &a1}) {
+            auto r = rt.call(make_op{10}, {*a}, {.cost = 1.0});
+            if (step >= 1) CHECK(rt.forecast() != nullptr);
+        }
+    }
+    CHECK(rt.stats().forecast_withheld == 0);
+}
+
+namespace {
+
 //! How the second program differs from the first at its call 3.
 enum class change { op, output_size, input, longer, shorter };
 

@@ -386,8 +386,10 @@ std::vector<strategy> make_strategies(const static_graph& g, const options& opt,
                      o.detail += "; iteration costs";
                      for (const cost_t it : run.iteration_costs)
                          o.detail += " " + std::to_string(static_cast<long long>(it));
-                     std::snprintf(buf, sizeof buf, "; %llu calls with a forecast",
-                                   static_cast<unsigned long long>(run.stats.forecast_calls));
+                     std::snprintf(buf, sizeof buf,
+                                   "; %llu calls with a forecast, %llu steps without (guard)",
+                                   static_cast<unsigned long long>(run.stats.forecast_calls),
+                                   static_cast<unsigned long long>(run.stats.forecast_withheld));
                      o.detail += buf;
                  }
                  if (run.status != "ok") {

@@ -443,6 +443,7 @@ int main(int argc, char** argv) {
                 out << "]";
             }
             out << ", \"forecast_calls\": " << r.stats.forecast_calls
+                << ", \"forecast_withheld\": " << r.stats.forecast_withheld
                 << ", \"step_divergences\": " << r.stats.step_divergences
                 << ", \"steps_learned\": " << r.stats.steps_learned;
             if (arena_alignment != 0)

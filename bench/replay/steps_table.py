@@ -49,7 +49,9 @@ CONFIGS = [('dtr_eqclass, 1 step', 1, 'dtr_eqclass'), ('dtr_held, 1 step', 1, 'd
            ('dtr_held_next_use, 3 steps', 3, 'dtr_held_next_use')]
 DTR_STRATEGIES = ['dtr:dtr_eqclass', 'dtr:dtr_held', 'dtr:dtr_next_use', 'dtr:dtr_held_next_use']
 # (strategy, iteration) divided by the MILP's best: today's default, the step-aware policies.
-RATIOS = [('dtr:dtr_eqclass', '1st'), ('dtr:dtr_next_use', '2nd'), ('dtr:dtr_held_next_use', '2nd')]
+RATIOS = [('dtr:dtr_eqclass', '1st'), ('dtr:dtr_next_use', '2nd'), ('dtr:dtr_held_next_use', '2nd'),
+          ('dtr:dtr_next_use', '4th')]
+ORDINAL_INDEX = {'1st': 0, '2nd': 1, '4th': 2}  # into ITERATIONS
 # graph file stem -> (--budgets, --budget-index or None): the VGG sweep's 8 budgets, the
 # random graphs' midpoint (index 1 of 3 budgets: LB, midpoint, peak).
 GRAPHS = {
@@ -59,6 +61,9 @@ GRAPHS = {
     'random_layered_n100_w0.27_nlv0.75_ed0.2_scd0.14': (3, '1'),
     'random_layered_n250_w0.43_nlv0.75_ed0.2_scd0.14': (3, '1'),
 }
+# The iterations a graph's program runs: one (online), the second of two (the first with a
+# forecast), the fourth of four (after the forecast guard has compared the two).
+ITERATIONS = (1, 2, 4)
 # The earlier sweeps of bench/optimal/results holding the MILP at the same budgets.
 EARLIER_MILP = {
     'vgg16_b256_train': ['vgg16_b256_train.json'],
@@ -164,7 +169,7 @@ def run_optimal(a, graphs_dir):
         strategies = list(DTR_STRATEGIES) + ['lp_bound']
         if short(stem) in a.milp_graph:
             strategies.append('checkmate_milp')
-        for iterations in (1, 2):
+        for iterations in ITERATIONS:
             # run from the shared data directory with the graph's relative path, so that the
             # JSON names the graph without this machine's absolute path
             cmd = [binary, graph.relative_to(graphs_dir.parent), '--budgets', budgets,
@@ -180,11 +185,12 @@ def run_optimal(a, graphs_dir):
 
 def optimal_tables(a, md):
     md.append('Checkmate\'s graphs: the DTR strategies\' compute overhead (checked schedule, x '
-              'checkpoint-all\'s cost) over one iteration / the second of two (`--iterations 2`), '
+              'checkpoint-all\'s cost) over one iteration / the second of two (`--iterations 2`) '
+              '/ the fourth of four (the forecast guard\'s choice after comparing the two), '
               'beside the MILP (solved here where marked *, else bench/optimal/results) and the '
               'LP bound, under the runtime\'s default release and restore (`--dealloc '
               'keep-once-bound`, yield); the last columns divide today\'s default (`dtr_eqclass`, '
-              'one iteration) and the step-aware policies\' second iteration by the MILP\'s best '
+              'one iteration) and the step-aware policies\' second (and fourth) iteration by the MILP\'s best '
               '(by the LP bound where the MILP has none, marked LB).\n')
     md.append('| graph | budget fraction | ' + ' | '.join(f'`{s[4:]}`' for s in DTR_STRATEGIES) +
               ' | MILP | LP bound | ' + ' | '.join(f'`{s[4:]}` {i} / MILP' for s, i in RATIOS) +
@@ -192,7 +198,7 @@ def optimal_tables(a, md):
     md.append('|---|---|' + '---|' * (len(DTR_STRATEGIES) + 2 + len(RATIOS)))
     rows_out = []
     for stem in GRAPHS:
-        files = [a.out / f'steps-optimal-{short(stem)}-it{i}.json' for i in (1, 2)]
+        files = [a.out / f'steps-optimal-{short(stem)}-it{i}.json' for i in ITERATIONS]
         if not all(f.exists() for f in files):
             continue
         runs = [json.load(open(f)) for f in files]
@@ -213,8 +219,8 @@ def optimal_tables(a, md):
                     r.get('checked') else None
 
             def dcell(s):
-                v = [over(at[i].get(s)) for i in (0, 1)]
-                st = [(at[i].get(s) or {}).get('status', '-') for i in (0, 1)]
+                v = [over(at[i].get(s)) for i in range(len(ITERATIONS))]
+                st = [(at[i].get(s) or {}).get('status', '-') for i in range(len(ITERATIONS))]
                 return ' / '.join(f'{x:.4f}' if x else st[i] for i, x in enumerate(v))
             milp = at[0].get('checkmate_milp')
             mark = '*'
@@ -228,7 +234,7 @@ def optimal_tables(a, md):
             ref, ref_name = (milp_v, 'MILP') if milp_v else (lp_v, 'LB')
 
             def ratio(s, i):
-                x = over(at[0 if i == '1st' else 1].get(s))
+                x = over(at[ORDINAL_INDEX[i]].get(s))
                 if not (x and ref):
                     return '-'
                 return f'{x / ref:.4f}' + ('' if ref_name == 'MILP' else ' (LB)')
@@ -238,8 +244,8 @@ def optimal_tables(a, md):
                       ' | '.join(ratio(s, i) for s, i in RATIOS) + ' |')
             rows_out.append({'graph': stem, 'budget_bytes': b, 'budget_fraction': frac,
                              'milp': milp_v, 'lp_bound': lp_v,
-                             **{f'{s}@{i + 1}': over(at[i].get(s)) for s in DTR_STRATEGIES
-                                for i in (0, 1)}})
+                             **{f'{s}@{it}': over(at[i].get(s)) for s in DTR_STRATEGIES
+                                for i, it in enumerate(ITERATIONS)}})
     return rows_out
 
 

@@ -10,7 +10,7 @@ for --rounds rounds (A, B, A, B, ...), every row against the same plain run.
         --config "parked:--cost-clock thread_cpu --park-released --heuristic dtr_held_bounded"
 
 A configuration is NAME:OPTIONS with the bench's runtime options (--heuristic, --cost-clock,
---park-released, --restore, --thrash-factor). Prints the bench's table with a configuration
+--park-released, --restore, --thrash-factor, --no-forecast-guard). Prints the bench's table with a configuration
 column; --json writes the rows (each with "config").
 """
 
@@ -45,6 +45,7 @@ def main():
     cp.add_argument("--park-released", action="store_true")
     cp.add_argument("--restore", choices=("yield_when_full", "planned", "hold"), default="yield_when_full")
     cp.add_argument("--thrash-factor", type=float, default=4.0)
+    cp.add_argument("--no-forecast-guard", action="store_true")
     configs = []
     for c in a.config:
         name, _, opts = c.partition(":")
@@ -68,7 +69,8 @@ def main():
           f"{B._median_after_warmup(plain.cpu_times) * 1e3:.1f} ms); unlimited runtime peak {B._fmt_bytes(peak)}")
     for name, ns in configs:
         print(f"# config {name}: heuristic {ns.heuristic}, cost clock {ns.cost_clock}, park released "
-              f"{'yes' if ns.park_released else 'no'}, restore {ns.restore}, thrash factor {ns.thrash_factor:g}")
+              f"{'yes' if ns.park_released else 'no'}, restore {ns.restore}, thrash factor {ns.thrash_factor:g}"
+              f"{', forecast unguarded' if ns.no_forecast_guard else ''}")
     print(f"{'config':>10} {'round':>5} {'ratio':>7} {'budget':>9} {'status':>6} {'rt peak':>9} {'alloc pk':>9} "
           f"{'time x':>7} {'cpu x':>7} {'remats':>7} {'evicts':>7} {'equal':>5}")
     rows = []

@@ -246,6 +246,12 @@ struct runtime_options {
     //! with two inputs and one output, 13.5 MiB at the default limit, held only as the program
     //! runs that many calls.
     std::uint32_t step_limit = 1U << 16;
+    //! Whether the forecast is withheld from the steps after one where it cost more
+    //! recomputation (per unit of compute) than the last step run on the policy's online
+    //! scores (docs/design.md, "The forecast guard"). After such a loss the steps run online
+    //! until one of them costs more than the forecast's last step, or for 2, 4, ... up to 64
+    //! steps, then the forecast is tried again. Off: every followed call gets the forecast.
+    bool guard_forecast = true;
 };
 
 //! @brief Per-call settings of runtime::call.

@@ -334,7 +334,8 @@ public:
     //! and the memory the recording holds.
     [[nodiscard]] step_status step_state() const noexcept { return steps_.status(); }
     //! @brief Returns: the forecast of the program's next reads while it follows a recorded
-    //! step (what policies get as heuristic_context::forecast), else null. Valid until the
+    //! step (what policies get as heuristic_context::forecast), else null; null too in a step
+    //! the forecast guard runs without it (runtime_options::guard_forecast). Valid until the
     //! next call of the runtime.
     [[nodiscard]] const step_forecast* forecast() const noexcept { return steps_.forecast(); }
 

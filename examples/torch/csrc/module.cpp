@@ -53,6 +53,7 @@ py::dict stats_of(bridge& b) {
     d["steps_learned"] = c.steps_learned;
     d["step_divergences"] = c.step_divergences;
     d["forecast_calls"] = c.forecast_calls;
+    d["forecast_withheld"] = c.forecast_withheld;
     d["storages"] = b.rt().storage_count();
     d["operator_records"] = b.rt().operator_count();
     d["budget"] = b.rt().budget();
@@ -153,7 +154,7 @@ PYBIND11_MODULE(_dtr_torch, m) {
         .def(py::init([](std::size_t budget, const std::string& heuristic,
                          const std::string& device, const std::string& restore,
                          const std::string& dealloc, std::size_t host_memory,
-                         double offload_bandwidth, double offload_latency_ns) {
+                         double offload_bandwidth, double offload_latency_ns, bool guard_forecast) {
                  bridge_options o;
                  o.budget = budget;
                  o.heuristic = heuristic;
@@ -163,12 +164,13 @@ PYBIND11_MODULE(_dtr_torch, m) {
                  o.host_memory = host_memory;
                  o.offload_bandwidth = offload_bandwidth;
                  o.offload_latency_ns = offload_latency_ns;
+                 o.guard_forecast = guard_forecast;
                  return std::make_shared<bridge>(o);
              }),
              py::arg("budget"), py::arg("heuristic"), py::arg("device"),
              py::arg("restore") = "yield_when_full", py::arg("dealloc") = "eager_evict",
              py::arg("host_memory") = 0, py::arg("offload_bandwidth") = 0.0,
-             py::arg("offload_latency_ns") = 0.0)
+             py::arg("offload_latency_ns") = 0.0, py::arg("guard_forecast") = true)
         .def_property_readonly("id", &bridge::id)
         .def("enter", &bridge::enter)
         .def("exit", &bridge::exit)

@@ -249,6 +249,10 @@ class Runtime:
                  iteration at the same place, best before the forward pass). From the
                  second step on, the heuristics dtr_next_use and dtr_held_next_use score
                  with the time to each storage's next read (docs/heuristics.md)
+    guard_forecast: runtime_options::guard_forecast: a step where following the forecast
+                 recomputes more than a whole step under the online scores is finished
+                 online, and the forecast waits some steps before it is tried again
+                 (docs/design.md, "The forecast guard"); False gives it to every followed call
     """
 
     def __init__(self, budget: Optional[int] = None, heuristic: str = "dtr_eqclass",
@@ -257,7 +261,8 @@ class Runtime:
                  cost_clock: str = "wall", park_released: bool = False,
                  restore: str = "yield_when_full", dealloc: str = "eager_evict",
                  host_memory: Optional[int] = None, offload_bandwidth: Optional[float] = None,
-                 offload_latency_ns: float = 0.0, step_marks: str = "optimizer"):
+                 offload_latency_ns: float = 0.0, step_marks: str = "optimizer",
+                 guard_forecast: bool = True):
         b = (1 << 64) - 1 if budget is None else int(budget)
         if b <= 0:
             raise ValueError(f"dtr_torch.Runtime: budget must be positive, got {budget}")
@@ -277,7 +282,8 @@ class Runtime:
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise RuntimeError("dtr_torch.Runtime: device='cuda' but torch.cuda.is_available() is False")
         self._bridge = _ext.Bridge(b, heuristic, str(self.device), restore, dealloc, host,
-                                   float(offload_bandwidth or 0.0), float(offload_latency_ns))
+                                   float(offload_bandwidth or 0.0), float(offload_latency_ns),
+                                   bool(guard_forecast))
         self._bridge.set_cost_clock(cost_clock)
         self._bridge.set_park_released(bool(park_released))
         if remat_limit is not None:

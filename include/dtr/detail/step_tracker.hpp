@@ -7,6 +7,7 @@
 
 #include <dtr/counters.hpp>
 #include <dtr/detail/dependency_graph.hpp>
+#include <dtr/detail/forecast_guard.hpp>
 #include <dtr/options.hpp>
 #include <dtr/step_forecast.hpp>
 
@@ -42,6 +43,8 @@ template <class T>
 //! link across its end. The first event that does not match ends the forecast
 //! (heuristic_context::forecast is null from there on), so a policy is back on its online
 //! scores from the next victim it chooses; a call whose signature differs runs without it.
+//! Each step boundary is also a period boundary of the forecast guard (forecast_guard.hpp),
+//! which withholds the forecast from the steps after one where it cost more.
 //!
 //! Where steps come from:
 //! - marks (runtime::begin_step): the events between two marks are the step; a step that
@@ -64,9 +67,11 @@ public:
 
     explicit step_tracker(Rt& rt) noexcept : base(rt) {}
 
-    //! @brief Returns: the forecast while the program follows a recorded step, else null.
+    //! @brief Returns: the forecast while the program follows a recorded step and the
+    //! forecast guard gives it to this step (runtime_options::guard_forecast), else null.
     [[nodiscard]] const step_forecast* forecast() const noexcept {
-        return following_ ? &forecast_ : nullptr;
+        return following_ && (guard_.allows() || !rt_.options_.guard_forecast) ? &forecast_
+                                                                               : nullptr;
     }
 
     //! @brief runtime::begin_step(): the calls since the last mark are one step.
@@ -74,6 +79,7 @@ public:
         ++rt_.counters_.steps_marked;
         if (rt_.options_.steps == step_learning::off) return;
         marks_seen_ = true;
+        end_period(following_ && pos_ == step_.size());
         if (following_ && pos_ == step_.size()) {
             next_period(); // the step ran exactly as recorded
         } else {
@@ -83,6 +89,7 @@ public:
                 adopt_guarded(static_cast<std::size_t>(mark_ - hist_call0_), hist_.size());
         }
         mark_ = next_call_;
+        begin_period();
     }
 
     //! @brief Before a program's call `o` runs: whether it is the recorded step's next call.
@@ -110,7 +117,9 @@ public:
                 diverge(); // longer than the recorded step
                 return;
             }
+            end_period(true);
             next_period();
+            begin_period();
         }
         if (step_[pos_].call_sig != call_sig_) {
             diverge();
@@ -209,6 +218,17 @@ private:
             }
         }
         return h;
+    }
+
+    //! The forecast guard's periods: one ends (`followed`: the recorded step was followed
+    //! to its end), the next begins.
+    void end_period(bool followed) noexcept {
+        guard_.end(rt_.counters_.remat_cost, rt_.counters_.compute_cost, followed);
+    }
+    void begin_period() noexcept {
+        if (guard_.begin(rt_.counters_.remat_cost, rt_.counters_.compute_cost, following_) &&
+            rt_.options_.guard_forecast)
+            ++rt_.counters_.forecast_withheld;
     }
 
     void diverge() noexcept {
@@ -358,7 +378,9 @@ private:
             if (p > limit()) break;
             const std::size_t m = std::min(p, std::max(min_match, p / 8));
             if (q + 1 >= m && range_hash(q + 1 - m, q + 1) == range_hash(n + 1 - m, n + 1)) {
+                end_period(false);
                 adopt(q + 1, n + 1);
+                begin_period();
                 return;
             }
             q_abs = hist_same_[q];
@@ -475,6 +497,7 @@ private:
     std::uint64_t prev_base_slot_ = 0; //!< the same for the period before, followed or recorded
     std::uint32_t epoch_ = 0;
     step_forecast forecast_;
+    forecast_guard guard_;
 };
 
 } // namespace dtr::detail

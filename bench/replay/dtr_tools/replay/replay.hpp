@@ -336,9 +336,28 @@ replay_result run_replay(const trace& t, const replay_options& options,
     std::vector<tensor> handle(t.names.size());
     std::vector<std::uint32_t> value_of(t.names.size(), 0);
     std::vector<std::uint32_t> refs(1, 0); // value 0: none
-    auto new_value = [&] {
+    // The names ever bound to each value, as lists threaded through `bindings` (a name rebound
+    // since stays listed; check value_of): a promotion rebinds every name of its tensor
+    // without scanning all names.
+    struct binding {
+        name_id name;
+        std::uint32_t next; // the value's previous binding; 0: none
+    };
+    std::vector<binding> bindings(1);
+    std::vector<std::uint32_t> last_binding(1, 0); // per value
+    auto bind = [&](name_id n, std::uint32_t v) {
+        value_of[n] = v;
+        bindings.push_back({n, last_binding[v]});
+        last_binding[v] = static_cast<std::uint32_t>(bindings.size() - 1);
+    };
+    auto bind_new_value = [&](name_id n) {
         refs.push_back(1);
-        return static_cast<std::uint32_t>(refs.size() - 1);
+        last_binding.push_back(0);
+        bind(n, static_cast<std::uint32_t>(refs.size() - 1));
+    };
+    auto bind_shared_value = [&](name_id dst, name_id src) {
+        ++refs[value_of[src]];
+        bind(dst, value_of[src]);
     };
     auto drop = [&](name_id n) {
         --refs[value_of[n]];
@@ -367,8 +386,8 @@ replay_result run_replay(const trace& t, const replay_options& options,
         rt.drop(handle[n]); // the bytes move over to the constant
         const tensor c = rt.constant(bytes);
         const std::uint32_t v = value_of[n]; // every name of the tensor (COPY) follows
-        for (name_id m = 0; m < handle.size(); ++m)
-            if (value_of[m] == v && handle[m].valid()) {
+        for (std::uint32_t b = last_binding[v]; b != 0; b = bindings[b].next)
+            if (const name_id m = bindings[b].name; value_of[m] == v && handle[m].valid()) {
                 handle[m] = rt.view(c);
                 if (!carried.empty()) carried[m] = false;
             }
@@ -397,6 +416,8 @@ replay_result run_replay(const trace& t, const replay_options& options,
             if (step > 0) { // the previous step's names are gone; values start afresh
                 std::fill(value_of.begin(), value_of.end(), 0U);
                 refs.assign(1, 0);
+                bindings.resize(1);
+                last_binding.assign(1, 0);
             }
             for (at = 0; at < t.records.size(); ++at) {
                 const record& rec = t.records[at];
@@ -431,7 +452,7 @@ replay_result run_replay(const trace& t, const replay_options& options,
                         } else {
                             handle[c.name] = rt.view(kept_constant[at]);
                         }
-                        value_of[c.name] = new_value();
+                        bind_new_value(c.name);
                         break;
                     }
                     case 2: { // call
@@ -444,7 +465,7 @@ replay_result run_replay(const trace& t, const replay_options& options,
                                                .op_key = detail::op_key(c.op, false)});
                         for (std::size_t i = 0; i < outs.size(); ++i) {
                             handle[c.results[i].name] = std::move(outs[i]);
-                            value_of[c.results[i].name] = new_value();
+                            bind_new_value(c.results[i].name);
                         }
                         break;
                     }
@@ -461,23 +482,21 @@ replay_result run_replay(const trace& t, const replay_options& options,
                         for (std::uint32_t k : m.mutated) {
                             const name_id n = m.args[k];
                             --refs[value_of[n]];
-                            value_of[n] = new_value();
+                            bind_new_value(n);
                         }
                         break;
                     }
                     case 4: { // copy
                         const auto& c = std::get<instr::copy>(rec.op);
                         handle[c.dst] = rt.view(handle[c.src]);
-                        value_of[c.dst] = value_of[c.src];
-                        ++refs[value_of[c.src]];
+                        bind_shared_value(c.dst, c.src);
                         break;
                     }
                     case 5: { // copy_from
                         const auto& c = std::get<instr::copy_from>(rec.op);
                         drop(c.dst);
                         handle[c.dst] = rt.view(handle[c.src]);
-                        value_of[c.dst] = value_of[c.src];
-                        ++refs[value_of[c.src]];
+                        bind_shared_value(c.dst, c.src);
                         break;
                     }
                     case 6: { // release

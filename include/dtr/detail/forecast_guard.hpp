@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief The forecast guard: measures what the program's steps cost in recomputation with
+//! the forecast and without it, and withholds the forecast from the steps after one where
+//! it cost more than the online policy alone.
+#pragma once
+
+#include <dtr/options.hpp>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace dtr::detail {
+
+//! @brief Decides, step by step, whether the policy gets the forecast.
+//!
+//! The forecast is Belady's information while the step repeats as recorded, but a policy
+//! that follows it can still choose worse than its online scores (a cost model the distances
+//! mislead, a restore that runs deeper than the budget holds). Steps repeat, so the runtime
+//! measures both instead of guessing. Each period between two step boundaries is charged its
+//! recomputation cost per unit of first-run compute (a ratio, so that periods of different
+//! lengths compare), under the mode it ran in: with the forecast throughout, or without it.
+//! A period that left the recorded step after running with the forecast counts as neither.
+//!
+//! The next period gets the forecast unless the forecast's last period lost (its ratio above
+//! the last online period's). After a loss the periods run online, which measures the online
+//! policy again in the same conditions; the forecast is tried again as soon as an online
+//! period measures worse than the forecast's last one, and otherwise after 2, 4, ... up to
+//! 64 online periods. A win resets the wait.
+//!
+//! Whole periods only: a period is never switched midway, since a policy taking over the
+//! evictions the other made can do worse than either (measured on the PyTorch bridge's
+//! TreeLSTM: 28 s for a step switched midway, 3 s with the forecast, 0.5 s without).
+//! Upkeep: O(1) per boundary.
+class forecast_guard {
+public:
+    //! @brief A period begins. `remat` and `compute` are the runtime's totals so far
+    //! (counters::remat_cost, compute_cost); `following`: a recorded step is followed from here.
+    //! Returns: whether the forecast is withheld from a followed period.
+    bool begin(cost_t remat, cost_t compute, bool following) noexcept {
+        remat0_ = remat;
+        compute0_ = compute;
+        offered_ = following && choose_forecast();
+        return following && !offered_;
+    }
+
+    //! @brief The period ends (`followed`: the recorded step was followed to its end): its
+    //! ratio is recorded under the mode it ran in.
+    void end(cost_t remat, cost_t compute, bool followed) noexcept {
+        const cost_t work = compute - compute0_;
+        if (work <= 0) return;
+        const double ratio = (remat - remat0_) / work;
+        if (offered_ && followed) {
+            forecast_ratio_ = ratio;
+            if (online_ratio_ >= 0 && ratio > online_ratio_) {
+                lost_ = true;
+                wait_ = std::min<std::uint32_t>(wait_ == 0 ? 2 : 2 * wait_, max_wait);
+                waited_ = 0;
+            } else {
+                lost_ = false;
+                wait_ = 0;
+            }
+        } else if (!offered_) {
+            online_ratio_ = ratio;
+            ++waited_;
+        }
+    }
+
+    //! @brief Returns: whether the forecast may be given to the policy in this period.
+    [[nodiscard]] bool allows() const noexcept { return offered_; }
+
+private:
+    static constexpr std::uint32_t max_wait = 64;
+
+    [[nodiscard]] bool choose_forecast() const noexcept {
+        return !lost_ || waited_ >= wait_ || forecast_ratio_ <= online_ratio_;
+    }
+
+    cost_t remat0_ = 0, compute0_ = 0;
+    double online_ratio_ = -1, forecast_ratio_ = -1; //!< the last measured; negative: none
+    std::uint32_t wait_ = 0;   //!< online periods to wait after the forecast's last loss
+    std::uint32_t waited_ = 0; //!< online periods measured since that loss
+    bool offered_ = false;     //!< this period runs with the forecast
+    bool lost_ = false;        //!< the forecast's last period cost more than the online one
+};
+
+} // namespace dtr::detail
