@@ -192,28 +192,32 @@ struct evict_one_run {
     std::vector<unsigned> values;
     std::uint64_t withheld = 0;
 };
+//! One step of that program, with tensors of `bytes` bytes (another size: another program).
+template <class Runtime>
+void evict_one_of_four_step(Runtime& rt, const dtr::tensor& x, std::size_t bytes,
+                            evict_one_run& out) {
+    rt.begin_step();
+    const double before = rt.stats().remat_cost;
+    auto a1 = rt.call(make_op{bytes}, {x}, {.cost = 1.0});
+    auto a2 = rt.call(make_op{bytes}, {a1}, {.cost = 1.0});
+    auto a3 = rt.call(make_op{bytes}, {a2}, {.cost = 1.0});
+    auto a4 = rt.call(make_op{bytes}, {x}, {.cost = 10.0});
+    { auto t = rt.call(make_op{100}, {x}, {.cost = 1.0}); } // evicts one of a1..a4
+    for (const dtr::tensor* a : {&a4, &a3, &a2, &a1}) {
+        auto r = rt.call(make_op{10}, {*a}, {.cost = 1.0});
+        const auto pinned = rt.pin(r);
+        out.values.push_back(dtr_test::u8(pinned.data().data()[0]));
+    }
+    out.remat_per_step.push_back(rt.stats().remat_cost - before);
+    out.withheld = rt.stats().forecast_withheld;
+}
 template <class Heuristic>
 evict_one_run evict_one_of_four(bool guard, int steps, std::size_t budget) {
     dtr::runtime<dtr::host_backend, Heuristic> rt(
         {.budget = budget, .dealloc = dtr::dealloc_policy::eager_evict, .guard_forecast = guard});
     evict_one_run out;
     dtr::tensor x = rt.constant(8, dtr_test::fill_with(1));
-    for (int step = 0; step < steps; ++step) {
-        rt.begin_step();
-        const double before = rt.stats().remat_cost;
-        auto a1 = rt.call(make_op{100}, {x}, {.cost = 1.0});
-        auto a2 = rt.call(make_op{100}, {a1}, {.cost = 1.0});
-        auto a3 = rt.call(make_op{100}, {a2}, {.cost = 1.0});
-        auto a4 = rt.call(make_op{100}, {x}, {.cost = 10.0});
-        { auto t = rt.call(make_op{100}, {x}, {.cost = 1.0}); } // evicts one of a1..a4
-        for (const dtr::tensor* a : {&a4, &a3, &a2, &a1}) {
-            auto r = rt.call(make_op{10}, {*a}, {.cost = 1.0});
-            const auto pinned = rt.pin(r);
-            out.values.push_back(dtr_test::u8(pinned.data().data()[0]));
-        }
-        out.remat_per_step.push_back(rt.stats().remat_cost - before);
-    }
-    out.withheld = rt.stats().forecast_withheld;
+    for (int step = 0; step < steps; ++step) evict_one_of_four_step(rt, x, 100, out);
     return out;
 }
 constexpr std::size_t one_of_four = 8 + 4 * 100 + 100 - 1; // one of a1..a4 must go for t
@@ -240,6 +244,26 @@ TEST_CASE("the forecast guard withholds a forecast that costs more than the onli
     const std::vector<double> expected{1, 10, 1, 1, 10, 1, 1, 1, 1, 10, 1, 1};
     CHECK(guarded.remat_per_step == expected);
     CHECK(guarded.withheld == 8);
+}
+
+TEST_CASE("the forecast guard tries the forecast of a new program at once") {
+    // Six steps of the misleading program (the forecast lost twice: steps 1 and 4), then the
+    // program changes (101-byte tensors): its first step is recorded, and the next one gets
+    // the new forecast, though the old one's wait (4 steps) has not run out.
+    dtr::runtime<dtr::host_backend, misled_by_forecast> rt(
+        {.budget = one_of_four, .dealloc = dtr::dealloc_policy::eager_evict});
+    dtr::tensor x = rt.constant(8, dtr_test::fill_with(1));
+    evict_one_run out;
+    for (int step = 0; step < 6; ++step) evict_one_of_four_step(rt, x, 100, out);
+    CHECK(out.withheld == 3); // steps 2, 3 and 5
+    const std::uint64_t learned = rt.stats().steps_learned;
+    evict_one_of_four_step(rt, x, 101, out);
+    evict_one_of_four_step(rt, x, 101, out);
+    CHECK(rt.stats().steps_learned == learned + 1);
+    CHECK(rt.forecast() != nullptr);        // offered from the new recording's first step
+    CHECK(out.remat_per_step.back() == 10); // and it misleads, as before
+    CHECK(out.withheld == 4);               // the new program's first step (still
+                                            // following the old one until it diverged)
 }
 
 TEST_CASE("the forecast guard keeps a forecast that costs no more than the online scores") {

@@ -249,10 +249,10 @@ class Runtime:
                  iteration at the same place, best before the forward pass). From the
                  second step on, the heuristics dtr_next_use and dtr_held_next_use score
                  with the time to each storage's next read (docs/heuristics.md)
-    guard_forecast: runtime_options::guard_forecast: a step where following the forecast
-                 recomputes more than a whole step under the online scores is finished
-                 online, and the forecast waits some steps before it is tried again
-                 (docs/design.md, "The forecast guard"); False gives it to every followed call
+    guard_forecast: runtime_options::guard_forecast: after a step where following the
+                 forecast recomputed more than the last step without it, the next steps run
+                 on the online scores, and the forecast is tried again later (docs/design.md,
+                 "The forecast guard"); False gives it to every followed step
     """
 
     def __init__(self, budget: Optional[int] = None, heuristic: str = "dtr_eqclass",

@@ -26,7 +26,7 @@ namespace dtr::detail {
 //! the last online period's). After a loss the periods run online, which measures the online
 //! policy again in the same conditions; the forecast is tried again as soon as an online
 //! period measures worse than the forecast's last one, and otherwise after 2, 4, ... up to
-//! 64 online periods. A win resets the wait.
+//! 64 online periods. A win resets the wait, and so does a new recording (another program).
 //!
 //! Whole periods only: a period is never switched midway, since a policy taking over the
 //! evictions the other made can do worse than either (measured on the PyTorch bridge's
@@ -64,6 +64,15 @@ public:
             online_ratio_ = ratio;
             ++waited_;
         }
+    }
+
+    //! @brief A new step was recorded (the program changed): its forecast has not been tried,
+    //! so the next followed period gets it. The online policy's last ratio stays.
+    void new_recording() noexcept {
+        forecast_ratio_ = -1;
+        lost_ = false;
+        wait_ = 0;
+        waited_ = 0;
     }
 
     //! @brief Returns: whether the forecast may be given to the policy in this period.

@@ -434,6 +434,7 @@ private:
         prev_base_slot_ = slot0; // the recorded calls are the period before this one
         forecast_.base_ = base_call_;
         forecast_.now_ = base_call_;
+        guard_.new_recording();
         ++rt_.counters_.steps_learned;
     }
 
