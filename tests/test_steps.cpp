@@ -170,7 +170,6 @@ namespace {
 //! rule reversed); without one it is lru.
 struct misled_by_forecast {
     struct storage_data {};
-    static constexpr const char* name = "misled_by_forecast";
     template <class Storage>
     double score(const Storage& s, const dtr::heuristic_context& ctx) const noexcept {
         if (ctx.forecast != nullptr) {
