@@ -35,12 +35,13 @@ namespace dtr::detail {
 class forecast_guard {
 public:
     //! @brief A period begins. `remat` and `compute` are the runtime's totals so far
-    //! (counters::remat_cost, compute_cost); `following`: a recorded step is followed from here.
+    //! (counters::remat_cost, compute_cost); `following`: a recorded step is followed from here;
+    //! `enabled`: runtime_options::guard_forecast (off: every followed period gets it).
     //! Returns: whether the forecast is withheld from a followed period.
-    bool begin(cost_t remat, cost_t compute, bool following) noexcept {
+    bool begin(cost_t remat, cost_t compute, bool following, bool enabled) noexcept {
         remat0_ = remat;
         compute0_ = compute;
-        offered_ = following && choose_forecast();
+        offered_ = following && (!enabled || choose_forecast());
         return following && !offered_;
     }
 

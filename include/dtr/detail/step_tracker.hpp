@@ -70,8 +70,7 @@ public:
     //! @brief Returns: the forecast while the program follows a recorded step and the
     //! forecast guard gives it to this step (runtime_options::guard_forecast), else null.
     [[nodiscard]] const step_forecast* forecast() const noexcept {
-        return following_ && (guard_.allows() || !rt_.options_.guard_forecast) ? &forecast_
-                                                                               : nullptr;
+        return following_ && guard_.allows() ? &forecast_ : nullptr;
     }
 
     //! @brief runtime::begin_step(): the calls since the last mark are one step.
@@ -226,8 +225,8 @@ private:
         guard_.end(rt_.counters_.remat_cost, rt_.counters_.compute_cost, followed);
     }
     void begin_period() noexcept {
-        if (guard_.begin(rt_.counters_.remat_cost, rt_.counters_.compute_cost, following_) &&
-            rt_.options_.guard_forecast)
+        if (guard_.begin(rt_.counters_.remat_cost, rt_.counters_.compute_cost, following_,
+                         rt_.options_.guard_forecast))
             ++rt_.counters_.forecast_withheld;
     }
 
