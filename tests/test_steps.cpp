@@ -11,6 +11,7 @@
 
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -181,6 +182,26 @@ struct misled_by_forecast {
 };
 static_assert(dtr::heuristic<misled_by_forecast>);
 
+//! A policy that chooses as well with the forecast as without (the storage read last, which
+//! is lru's choice in the program below), but whose every score with a forecast takes 10 ms:
+//! its search costs more than anything recomputation saves.
+struct slow_with_forecast {
+    struct storage_data {};
+    template <class Storage>
+    double score(const Storage& s, const dtr::heuristic_context& ctx) const noexcept {
+        if (ctx.forecast != nullptr) {
+            const double d = ctx.forecast->time_to_next_use(s);
+            if (d >= 0) {
+                const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(10);
+                while (std::chrono::steady_clock::now() < until) {}
+                return 1 / (1 + d);
+            }
+        }
+        return static_cast<double>(s.last_access());
+    }
+};
+static_assert(dtr::heuristic<slow_with_forecast>);
+
 //! Per step, the recomputation cost of a program where the forecast can mislead: a1..a4
 //! made (a4 costs 10 to make, the others 1), a temporary that evicts one of them, then reads
 //! of a4, a3, a2, a1. lru (and dtr_next_use, reading the forecast) evict a1 and recompute it
@@ -211,9 +232,12 @@ void evict_one_of_four_step(Runtime& rt, const dtr::tensor& x, std::size_t bytes
     out.withheld = rt.stats().forecast_withheld;
 }
 template <class Heuristic>
-evict_one_run evict_one_of_four(bool guard, int steps, std::size_t budget) {
-    dtr::runtime<dtr::host_backend, Heuristic> rt(
-        {.budget = budget, .dealloc = dtr::dealloc_policy::eager_evict, .guard_forecast = guard});
+evict_one_run evict_one_of_four(bool guard, int steps, std::size_t budget,
+                                bool charge_search = false) {
+    dtr::runtime<dtr::host_backend, Heuristic> rt({.budget = budget,
+                                                   .dealloc = dtr::dealloc_policy::eager_evict,
+                                                   .guard_forecast = guard,
+                                                   .guard_charges_search = charge_search});
     evict_one_run out;
     dtr::tensor x = rt.constant(8, dtr_test::fill_with(1));
     for (int step = 0; step < steps; ++step) evict_one_of_four_step(rt, x, 100, out);
@@ -243,6 +267,20 @@ TEST_CASE("the forecast guard withholds a forecast that costs more than the onli
     const std::vector<double> expected{1, 10, 1, 1, 10, 1, 1, 1, 1, 10, 1, 1};
     CHECK(guarded.remat_per_step == expected);
     CHECK(guarded.withheld == 8);
+}
+
+TEST_CASE("the forecast guard charges victim search time where it is told to") {
+    // The same recomputation with the forecast as without (1 a step), but a search at least
+    // 10 ms dearer a score. Charged recomputation only (the default), the forecast never
+    // loses; charged its search time too, it loses as the misled policy's forecast does.
+    constexpr int steps = 6;
+    const auto recompute_only = evict_one_of_four<slow_with_forecast>(true, steps, one_of_four);
+    CHECK(recompute_only.remat_per_step == std::vector<double>(steps, 1));
+    CHECK(recompute_only.withheld == 0);
+    const auto charged = evict_one_of_four<slow_with_forecast>(true, steps, one_of_four, true);
+    CHECK(charged.values == recompute_only.values);
+    CHECK(charged.remat_per_step == std::vector<double>(steps, 1));
+    CHECK(charged.withheld == 3); // steps 2, 3 and 5; 1 and 4 try the forecast
 }
 
 TEST_CASE("the forecast guard tries the forecast of a new program at once") {

@@ -10,8 +10,8 @@ for --rounds rounds (A, B, A, B, ...), every row against the same plain run.
         --config "parked:--cost-clock thread_cpu --park-released --heuristic dtr_held_bounded"
 
 A configuration is NAME:OPTIONS with the bench's runtime options (--heuristic, --cost-clock,
---park-released, --restore, --thrash-factor, --no-forecast-guard). Prints the bench's table with a configuration
-column; --json writes the rows (each with "config").
+--park-released, --restore, --thrash-factor, --no-forecast-guard, --guard-recompute-only). Prints
+the bench's table with a configuration column; --json writes the rows (each with "config").
 """
 
 import argparse
@@ -46,6 +46,7 @@ def main():
     cp.add_argument("--restore", choices=("yield_when_full", "planned", "hold"), default="yield_when_full")
     cp.add_argument("--thrash-factor", type=float, default=4.0)
     cp.add_argument("--no-forecast-guard", action="store_true")
+    cp.add_argument("--guard-recompute-only", action="store_true")
     configs = []
     for c in a.config:
         name, _, opts = c.partition(":")
@@ -70,7 +71,8 @@ def main():
     for name, ns in configs:
         print(f"# config {name}: heuristic {ns.heuristic}, cost clock {ns.cost_clock}, park released "
               f"{'yes' if ns.park_released else 'no'}, restore {ns.restore}, thrash factor {ns.thrash_factor:g}"
-              f"{', forecast unguarded' if ns.no_forecast_guard else ''}")
+              f"{', forecast unguarded' if ns.no_forecast_guard else ''}"
+              f"{', guard on recomputation only' if ns.guard_recompute_only else ''}")
     print(f"{'config':>10} {'round':>5} {'ratio':>7} {'budget':>9} {'status':>6} {'rt peak':>9} {'alloc pk':>9} "
           f"{'time x':>7} {'cpu x':>7} {'remats':>7} {'evicts':>7} {'equal':>5}")
     rows = []

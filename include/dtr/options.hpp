@@ -252,6 +252,14 @@ struct runtime_options {
     //! until one of them costs more than the forecast's last step, or for 2, 4, ... up to 64
     //! steps, then the forecast is tried again. Off: every followed call gets the forecast.
     bool guard_forecast = true;
+    //! Whether the forecast guard also charges each step the runtime's own victim search time
+    //! (counters::victim_search_ns), beside its recomputation, so that a policy whose scores
+    //! are dear with the forecast (its walks) is withheld where that costs more than the
+    //! recomputation it saves. The cost unit must then be nanoseconds: for costs measured on
+    //! the host's clock (the PyTorch bridge, whose Runtime turns it on unless its costs are
+    //! deterministic). Off by default: with supplied costs (replays, simulations, tests) the
+    //! guard's decisions stay the same from run to run.
+    bool guard_charges_search = false;
 };
 
 //! @brief Per-call settings of runtime::call.

@@ -68,6 +68,7 @@ bridge::bridge(const bridge_options& opts) : table_(std::make_shared<block_table
     // the same in the reference run the bench takes its bounds from.
     o.offload_constants = false;
     o.guard_forecast = opts.guard_forecast;
+    o.guard_charges_search = opts.guard_charges_search;
     if (opts.host_memory != 0)
         enable_offload(o, opts.host_memory, opts.offload_bandwidth, opts.offload_latency_ns);
     rt_ = std::shared_ptr<runtime_iface>(make_runtime(opts.heuristic, o, table_));

@@ -253,6 +253,10 @@ class Runtime:
                  forecast recomputed more than the last step without it, the next steps run
                  on the online scores, and the forecast is tried again later (docs/design.md,
                  "The forecast guard"); False gives it to every followed step
+    guard_charges_search: runtime_options::guard_charges_search: the guard also charges
+                 each step the runtime's victim search time, so that a forecast whose
+                 scoring costs more time than its recomputation saves is withheld too (None,
+                 the default: on, unless deterministic_costs, whose cost unit is not time)
     """
 
     def __init__(self, budget: Optional[int] = None, heuristic: str = "dtr_eqclass",
@@ -262,7 +266,7 @@ class Runtime:
                  restore: str = "yield_when_full", dealloc: str = "eager_evict",
                  host_memory: Optional[int] = None, offload_bandwidth: Optional[float] = None,
                  offload_latency_ns: float = 0.0, step_marks: str = "optimizer",
-                 guard_forecast: bool = True):
+                 guard_forecast: bool = True, guard_charges_search: Optional[bool] = None):
         b = (1 << 64) - 1 if budget is None else int(budget)
         if b <= 0:
             raise ValueError(f"dtr_torch.Runtime: budget must be positive, got {budget}")
@@ -283,7 +287,9 @@ class Runtime:
             raise RuntimeError("dtr_torch.Runtime: device='cuda' but torch.cuda.is_available() is False")
         self._bridge = _ext.Bridge(b, heuristic, str(self.device), restore, dealloc, host,
                                    float(offload_bandwidth or 0.0), float(offload_latency_ns),
-                                   bool(guard_forecast))
+                                   bool(guard_forecast),
+                                   not deterministic_costs if guard_charges_search is None
+                                   else bool(guard_charges_search))
         self._bridge.set_cost_clock(cost_clock)
         self._bridge.set_park_released(bool(park_released))
         if remat_limit is not None:

@@ -213,7 +213,8 @@ def _attempt(args, factory, ratio: float, peak: int, plain: _Run, floor: float) 
     row.update(heuristic=args.heuristic, device=args.device, cost_clock=args.cost_clock, park_released=args.park_released,
                restore=args.restore, thrash_factor=args.thrash_factor, host_memory=args.host_memory,
                offload_bandwidth=args.offload_bandwidth, offload_latency_ns=args.offload_latency_ns,
-               guard_forecast=not args.no_forecast_guard)
+               guard_forecast=not args.no_forecast_guard,
+               guard_charges_search=not args.guard_recompute_only)
     if getattr(args, "tier_floor", None) is not None:
         row["physical_floor_with_tier"] = args.tier_floor
     return row, run
@@ -230,7 +231,8 @@ def _attempt_once(args, factory, ratio: float, peak: int, plain: _Run, floor: fl
                            restore=args.restore, host_memory=args.host_memory,
                            offload_bandwidth=args.offload_bandwidth,
                            offload_latency_ns=args.offload_latency_ns,
-                           guard_forecast=not args.no_forecast_guard)
+                           guard_forecast=not args.no_forecast_guard,
+                           guard_charges_search=not args.guard_recompute_only)
     run = _Run()
     try:
         run = _train(factory, args.batch, args.steps, args.seed, args.optimizer, rt, args.device)
@@ -299,6 +301,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                    "(all its steps; wall time, or CPU time under --cost-clock thread_cpu)")
     p.add_argument("--no-forecast-guard", action="store_true",
                    help="give the forecast to every followed call (dtr_torch.Runtime guard_forecast=False)")
+    p.add_argument("--guard-recompute-only", action="store_true",
+                   help="the forecast guard compares recomputation only, not the runtime's victim search "
+                   "time (dtr_torch.Runtime guard_charges_search=False)")
     p.add_argument("--cost-clock", choices=("wall", "thread_cpu"), default="wall",
                    help="operator costs as wall time or the calling thread's CPU time (dtr_torch.Runtime)")
     p.add_argument("--park-released", action="store_true",
@@ -357,6 +362,7 @@ def main(argv: Optional[List[str]] = None) -> int:
           f"optimizer {a.optimizer} cost-clock {a.cost_clock} park-released {'yes' if a.park_released else 'no'} "
           f"restore {a.restore} thrash-factor {a.thrash_factor:g}"
           f"{' no-forecast-guard' if a.no_forecast_guard else ''}"
+          f"{' guard-recompute-only' if a.guard_recompute_only else ''}"
           + (f" host-memory {_fmt_bytes(a.host_memory)}" if a.host_memory else ""))
     print(f"# plain: median step {_median_after_warmup(plain.times) * 1e3:.1f} ms "
           f"(CPU {_median_after_warmup(plain.cpu_times) * 1e3:.1f} ms), allocator peak "

@@ -39,6 +39,17 @@ def main():
               f"{st['forecast_calls']} of {st['calls']}; evictions {st['evictions']}, remats "
               f"{st['rematerializations']}", flush=True)
 
+    # measured costs: the forecast guard also charges each step its victim search time (on by
+    # default without deterministic_costs), and whatever it withholds, values stay the same
+    for charge in (None, False):
+        rt = dtr_torch.Runtime(budget=budget, heuristic="dtr_next_use", guard_charges_search=charge)
+        got = train(make, STEPS, rt)
+        st = rt.stats()
+        assert_identical(ref, got, f"dtr_next_use, measured costs, guard_charges_search={charge}")
+        assert st["peak_resident_bytes"] <= budget and st["forecast_calls"] > 0, st
+        print(f"  dtr_next_use, measured costs, guard_charges_search={charge}: bit-identical; "
+              f"withheld {st['forecast_withheld']} steps", flush=True)
+
     # manual marks, once per iteration at one place: before the forward pass, or inside the
     # iteration, where the step boundary cuts activations and gradients in two. Wherever it
     # is, the runtime follows every step from the third on (the first optimizer step makes

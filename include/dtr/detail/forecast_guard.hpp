@@ -31,11 +31,14 @@ namespace dtr::detail {
 //! Whole periods only: a period is never switched midway, since a policy taking over the
 //! evictions the other made can do worse than either (measured on the PyTorch bridge's
 //! TreeLSTM: 28 s for a step switched midway, 3 s with the forecast, 0.5 s without).
+//! What a period is charged is the caller's: the runtime passes its recomputation cost, plus
+//! its victim search time under runtime_options::guard_charges_search.
 //! Upkeep: O(1) per boundary.
 class forecast_guard {
 public:
-    //! @brief A period begins. `remat` and `compute` are the runtime's totals so far
-    //! (counters::remat_cost, compute_cost); `following`: a recorded step is followed from here;
+    //! @brief A period begins. `remat` and `compute` are the runtime's totals so far (the
+    //! charge: counters::remat_cost, with victim_search_ns where charged; compute_cost);
+    //! `following`: a recorded step is followed from here;
     //! `enabled`: runtime_options::guard_forecast (off: every followed period gets it).
     //! Returns: whether the forecast is withheld from a followed period.
     bool begin(cost_t remat, cost_t compute, bool following, bool enabled) noexcept {

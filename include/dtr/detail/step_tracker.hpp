@@ -222,12 +222,20 @@ private:
     //! The forecast guard's periods: one ends (`followed`: the recorded step was followed
     //! to its end), the next begins.
     void end_period(bool followed) noexcept {
-        guard_.end(rt_.counters_.remat_cost, rt_.counters_.compute_cost, followed);
+        guard_.end(guard_charge(), rt_.counters_.compute_cost, followed);
     }
     void begin_period() noexcept {
-        if (guard_.begin(rt_.counters_.remat_cost, rt_.counters_.compute_cost, following_,
+        if (guard_.begin(guard_charge(), rt_.counters_.compute_cost, following_,
                          rt_.options_.guard_forecast))
             ++rt_.counters_.forecast_withheld;
+    }
+    //! What the guard charges the program so far: its recomputation, and the victim search
+    //! time where runtime_options::guard_charges_search says the cost unit is nanoseconds.
+    [[nodiscard]] cost_t guard_charge() const noexcept {
+        cost_t charge = rt_.counters_.remat_cost;
+        if (rt_.options_.guard_charges_search)
+            charge += static_cast<cost_t>(rt_.counters_.victim_search_ns);
+        return charge;
     }
 
     void diverge() noexcept {
