@@ -283,6 +283,38 @@ TEST_CASE("the forecast guard charges victim search time where it is told to") {
     CHECK(charged.withheld == 3); // steps 2, 3 and 5; 1 and 4 try the forecast
 }
 
+TEST_CASE("the forecast guard judges steps that leave the recording, and keeps its state") {
+    // Every step ends with a call whose output size differs from the step before's (as with
+    // data-dependent control flow): each step is followed up to that call, then recorded in
+    // place of the last. The forecast's evictions come before the call, so each such period
+    // is judged as the forecast's, and a recording that was never followed to its end is
+    // replaced without resetting the guard: the same pattern as the misled program's.
+    for (const bool guard : {false, true}) {
+        dtr::runtime<dtr::host_backend, misled_by_forecast> rt(
+            {.budget = one_of_four,
+             .dealloc = dtr::dealloc_policy::eager_evict,
+             .guard_forecast = guard});
+        dtr::tensor x = rt.constant(8, dtr_test::fill_with(1));
+        evict_one_run out;
+        constexpr std::size_t steps = 12;
+        for (std::size_t step = 0; step < steps; ++step) {
+            evict_one_of_four_step(rt, x, 100, out);
+            (void)rt.call(make_op{1 + step}, {x}, {.cost = 1.0}); // the differing tail
+        }
+        CAPTURE(guard);
+        CHECK(rt.stats().step_divergences >= steps - 1);
+        if (guard) {
+            const std::vector<double> expected{1, 10, 1, 1, 10, 1, 1, 1, 1, 10, 1, 1};
+            CHECK(out.remat_per_step == expected);
+            CHECK(out.withheld == 8);
+        } else {
+            std::vector<double> expected(steps, 10);
+            expected[0] = 1;
+            CHECK(out.remat_per_step == expected);
+        }
+    }
+}
+
 TEST_CASE("the forecast guard tries the forecast of a new program at once") {
     // Six steps of the misleading program (the forecast lost twice: steps 1 and 4), then the
     // program changes (101-byte tensors): its first step is recorded, and the next one gets

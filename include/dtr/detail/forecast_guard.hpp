@@ -19,14 +19,19 @@ namespace dtr::detail {
 //! mislead, a restore that runs deeper than the budget holds). Steps repeat, so the runtime
 //! measures both instead of guessing. Each period between two step boundaries is charged its
 //! recomputation cost per unit of first-run compute (a ratio, so that periods of different
-//! lengths compare), under the mode it ran in: with the forecast throughout, or without it.
-//! A period that left the recorded step after running with the forecast counts as neither.
+//! lengths compare), under the mode it ran in: with the forecast, or without it. A period
+//! that left the recorded step after running with the forecast counts as the forecast's: its
+//! evictions were the forecast's until it left, and on a program whose steps differ (data-
+//! dependent control flow) every period leaves, so none would be judged otherwise.
 //!
 //! The next period gets the forecast unless the forecast's last period lost (its ratio above
 //! the last online period's). After a loss the periods run online, which measures the online
 //! policy again in the same conditions; the forecast is tried again as soon as an online
 //! period measures worse than the forecast's last one, and otherwise after 2, 4, ... up to
-//! 64 online periods. A win resets the wait, and so does a new recording (another program).
+//! 64 online periods. A win resets the wait, and so does a new recording of a program that
+//! had settled (a recording followed to its end at least once, replaced: another program).
+//! A recording replaced without ever being followed through (steps that differ every time)
+//! keeps the guard's state, so a forecast that keeps losing on such a program stays withheld.
 //!
 //! Whole periods only: a period is never switched midway, since a policy taking over the
 //! evictions the other made can do worse than either (measured on the PyTorch bridge's
@@ -51,10 +56,11 @@ public:
     //! @brief The period ends (`followed`: the recorded step was followed to its end): its
     //! ratio is recorded under the mode it ran in.
     void end(cost_t remat, cost_t compute, bool followed) noexcept {
+        settled_ = settled_ || followed;
         const cost_t work = compute - compute0_;
         if (work <= 0) return;
         const double ratio = (remat - remat0_) / work;
-        if (offered_ && followed) {
+        if (offered_) {
             forecast_ratio_ = ratio;
             if (online_ratio_ >= 0 && ratio > online_ratio_) {
                 lost_ = true;
@@ -70,9 +76,14 @@ public:
         }
     }
 
-    //! @brief A new step was recorded (the program changed): its forecast has not been tried,
-    //! so the next followed period gets it. The online policy's last ratio stays.
+    //! @brief A new step was recorded. Where the one it replaces was followed to its end at
+    //! least once, the program changed: the new forecast has not been tried, so the next
+    //! followed period gets it (the online policy's last ratio stays). Otherwise (the program's
+    //! steps differ every time) the guard's state stays.
     void new_recording() noexcept {
+        const bool changed = settled_;
+        settled_ = false;
+        if (!changed) return;
         forecast_ratio_ = -1;
         lost_ = false;
         wait_ = 0;
@@ -95,6 +106,7 @@ private:
     std::uint32_t waited_ = 0; //!< online periods measured since that loss
     bool offered_ = false;     //!< this period runs with the forecast
     bool lost_ = false;        //!< the forecast's last period cost more than the online one
+    bool settled_ = false;     //!< a period followed the recording in force to its end
 };
 
 } // namespace dtr::detail
