@@ -191,6 +191,9 @@ def _row(model: str, ratio: float, budget: int, plain: _Run, peak: int, floor,
         row["remat_cost_ns"] = run.stats["remat_cost_ns"]
         row["victim_search_ns"] = run.stats["victim_search_ns"]
         row["heuristic_evaluations"] = run.stats["heuristic_evaluations"]
+        # steps: calls that had the forecast, followed steps the guard ran without it
+        for k in ("steps_learned", "step_divergences", "forecast_calls", "forecast_withheld"):
+            row[k] = run.stats[k]
         # offload (--host-memory): 0 without a host tier
         row["offloads"] = run.stats["offloads"] + run.stats["offloads_clean"]
         row["constant_offloads"] = run.stats["constant_offloads"]  # gradients, optimizer state

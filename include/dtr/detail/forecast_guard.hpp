@@ -20,9 +20,12 @@ namespace dtr::detail {
 //! measures both instead of guessing. Each period between two step boundaries is charged its
 //! recomputation cost per unit of first-run compute (a ratio, so that periods of different
 //! lengths compare), under the mode it ran in: with the forecast, or without it. A period
-//! that left the recorded step after running with the forecast counts as the forecast's: its
-//! evictions were the forecast's until it left, and on a program whose steps differ (data-
-//! dependent control flow) every period leaves, so none would be judged otherwise.
+//! that left the recorded step after running with the forecast counts as neither while the
+//! program may just be settling (a training loop's first step differs from the next: no
+//! optimizer state yet), but as the forecast's once a recording before it was replaced
+//! without ever being followed to its end: the program's steps differ every time (data-
+//! dependent control flow), every period leaves, and its evictions were the forecast's until
+//! it left.
 //!
 //! The next period gets the forecast unless the forecast's last period lost (its ratio above
 //! the last online period's). After a loss the periods run online, which measures the online
@@ -56,11 +59,14 @@ public:
     //! @brief The period ends (`followed`: the recorded step was followed to its end): its
     //! ratio is recorded under the mode it ran in.
     void end(cost_t remat, cost_t compute, bool followed) noexcept {
-        settled_ = settled_ || followed;
+        if (followed) {
+            settled_ = true;
+            unsettled_ = 0;
+        }
         const cost_t work = compute - compute0_;
         if (work <= 0) return;
         const double ratio = (remat - remat0_) / work;
-        if (offered_) {
+        if (offered_ && (followed || unsettled_ > 0)) {
             forecast_ratio_ = ratio;
             if (online_ratio_ >= 0 && ratio > online_ratio_) {
                 lost_ = true;
@@ -76,14 +82,19 @@ public:
         }
     }
 
-    //! @brief A new step was recorded. Where the one it replaces was followed to its end at
-    //! least once, the program changed: the new forecast has not been tried, so the next
-    //! followed period gets it (the online policy's last ratio stays). Otherwise (the program's
-    //! steps differ every time) the guard's state stays.
+    //! @brief A new step was recorded. Where it replaces one that was never followed to its
+    //! end, the program's steps differ: the guard's state stays. Otherwise (the first
+    //! recording, or the program changed after settling) the new forecast has not been
+    //! tried, so the next followed period gets it; the online policy's last ratio stays.
     void new_recording() noexcept {
-        const bool changed = settled_;
+        const bool unsettled = recorded_ && !settled_;
+        recorded_ = true;
         settled_ = false;
-        if (!changed) return;
+        if (unsettled) {
+            unsettled_ = std::min<std::uint32_t>(unsettled_ + 1, max_wait);
+            return;
+        }
+        unsettled_ = 0;
         forecast_ratio_ = -1;
         lost_ = false;
         wait_ = 0;
@@ -102,11 +113,13 @@ private:
 
     cost_t remat0_ = 0, compute0_ = 0;
     double online_ratio_ = -1, forecast_ratio_ = -1; //!< the last measured; negative: none
-    std::uint32_t wait_ = 0;   //!< online periods to wait after the forecast's last loss
-    std::uint32_t waited_ = 0; //!< online periods measured since that loss
-    bool offered_ = false;     //!< this period runs with the forecast
-    bool lost_ = false;        //!< the forecast's last period cost more than the online one
-    bool settled_ = false;     //!< a period followed the recording in force to its end
+    std::uint32_t wait_ = 0;      //!< online periods to wait after the forecast's last loss
+    std::uint32_t waited_ = 0;    //!< online periods measured since that loss
+    bool offered_ = false;        //!< this period runs with the forecast
+    bool lost_ = false;           //!< the forecast's last period cost more than the online one
+    std::uint32_t unsettled_ = 0; //!< recordings replaced in a row, never followed through
+    bool recorded_ = false;       //!< a recording was made
+    bool settled_ = false;        //!< a period followed the recording in force to its end
 };
 
 } // namespace dtr::detail
