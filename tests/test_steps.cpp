@@ -206,7 +206,10 @@ static_assert(dtr::heuristic<slow_with_forecast>);
 //! made (a4 costs 10 to make, the others 1), a temporary that evicts one of them, then reads
 //! of a4, a3, a2, a1. lru (and dtr_next_use, reading the forecast) evict a1 and recompute it
 //! for 1; misled by the forecast, misled_by_forecast evicts a4 and recomputes it for 10.
-//! Also returns the reads' first bytes and the forecast_withheld counter.
+//! Also returns the reads' first bytes and the forecast_withheld counter. A step may begin
+//! with a call costing `work` (no eviction): the larger the step's compute, the smaller a
+//! loss of 9 is against it, and the forecast guard's waits after a loss then double from 2
+//! rather than being sized by the loss.
 struct evict_one_run {
     std::vector<double> remat_per_step;
     std::vector<unsigned> values;
@@ -215,9 +218,10 @@ struct evict_one_run {
 //! One step of that program, with tensors of `bytes` bytes (another size: another program).
 template <class Runtime>
 void evict_one_of_four_step(Runtime& rt, const dtr::tensor& x, std::size_t bytes,
-                            evict_one_run& out) {
+                            evict_one_run& out, double work = 0) {
     rt.begin_step();
     const double before = rt.stats().remat_cost;
+    if (work > 0) (void)rt.call(make_op{10}, {x}, {.cost = work});
     auto a1 = rt.call(make_op{bytes}, {x}, {.cost = 1.0});
     auto a2 = rt.call(make_op{bytes}, {a1}, {.cost = 1.0});
     auto a3 = rt.call(make_op{bytes}, {a2}, {.cost = 1.0});
@@ -232,7 +236,7 @@ void evict_one_of_four_step(Runtime& rt, const dtr::tensor& x, std::size_t bytes
     out.withheld = rt.stats().forecast_withheld;
 }
 template <class Heuristic>
-evict_one_run evict_one_of_four(bool guard, int steps, std::size_t budget,
+evict_one_run evict_one_of_four(bool guard, int steps, std::size_t budget, double work,
                                 bool charge_search = false) {
     dtr::runtime<dtr::host_backend, Heuristic> rt({.budget = budget,
                                                    .dealloc = dtr::dealloc_policy::eager_evict,
@@ -240,18 +244,22 @@ evict_one_run evict_one_of_four(bool guard, int steps, std::size_t budget,
                                                    .guard_charges_search = charge_search});
     evict_one_run out;
     dtr::tensor x = rt.constant(8, dtr_test::fill_with(1));
-    for (int step = 0; step < steps; ++step) evict_one_of_four_step(rt, x, 100, out);
+    for (int step = 0; step < steps; ++step) evict_one_of_four_step(rt, x, 100, out, work);
     return out;
 }
 constexpr std::size_t one_of_four = 8 + 4 * 100 + 100 - 1; // one of a1..a4 must go for t
+constexpr double small_loss = 1000; //!< `work`: a loss of 9 is under 1% of the step
 
 } // namespace
 
 TEST_CASE("the forecast guard withholds a forecast that costs more than the online scores") {
     constexpr int steps = 12;
-    const auto unguarded = evict_one_of_four<misled_by_forecast>(false, steps, one_of_four);
-    const auto guarded = evict_one_of_four<misled_by_forecast>(true, steps, one_of_four);
-    const auto unlimited = evict_one_of_four<misled_by_forecast>(true, steps, dtr::unlimited);
+    const auto unguarded =
+        evict_one_of_four<misled_by_forecast>(false, steps, one_of_four, small_loss);
+    const auto guarded =
+        evict_one_of_four<misled_by_forecast>(true, steps, one_of_four, small_loss);
+    const auto unlimited =
+        evict_one_of_four<misled_by_forecast>(true, steps, dtr::unlimited, small_loss);
     // Values never depend on the guard, nor on the budget.
     CHECK(unguarded.values == unlimited.values);
     CHECK(guarded.values == unlimited.values);
@@ -269,18 +277,35 @@ TEST_CASE("the forecast guard withholds a forecast that costs more than the onli
     CHECK(guarded.withheld == 8);
 }
 
+TEST_CASE("the forecast guard waits longer after a large loss") {
+    // Without the extra work a step computes 18 and the forecast's loss (10 against 1) is half
+    // a step: the wait is sized so that a try losing as much again costs at most 3% of the
+    // online steps before it, (10 - 1) / 18 / (0.03 x (1 + 1 / 18)) = 15.8, so 16 steps;
+    // after the second loss the doubled wait (32) is the longer.
+    constexpr int steps = 21;
+    const auto guarded = evict_one_of_four<misled_by_forecast>(true, steps, one_of_four, 0);
+    std::vector<double> expected(steps, 1);
+    expected[1] = expected[18] = 10;
+    CHECK(guarded.remat_per_step == expected);
+    CHECK(guarded.withheld == 18); // steps 2-17, 19 and 20
+}
+
 TEST_CASE("the forecast guard charges victim search time where it is told to") {
     // The same recomputation with the forecast as without (1 a step), but a search at least
     // 10 ms dearer a score. Charged recomputation only (the default), the forecast never
     // loses; charged its search time too, it loses as the misled policy's forecast does.
     constexpr int steps = 6;
-    const auto recompute_only = evict_one_of_four<slow_with_forecast>(true, steps, one_of_four);
+    const auto recompute_only =
+        evict_one_of_four<slow_with_forecast>(true, steps, one_of_four, small_loss);
     CHECK(recompute_only.remat_per_step == std::vector<double>(steps, 1));
     CHECK(recompute_only.withheld == 0);
-    const auto charged = evict_one_of_four<slow_with_forecast>(true, steps, one_of_four, true);
+    const auto charged =
+        evict_one_of_four<slow_with_forecast>(true, steps, one_of_four, small_loss, true);
     CHECK(charged.values == recompute_only.values);
     CHECK(charged.remat_per_step == std::vector<double>(steps, 1));
-    CHECK(charged.withheld == 3); // steps 2, 3 and 5; 1 and 4 try the forecast
+    // Step 1 tries the forecast; its loss (tens of ms against a step of 1,018 ns) sizes the
+    // wait at its longest: steps 2-5 run online.
+    CHECK(charged.withheld == 4);
 }
 
 TEST_CASE("the forecast guard judges steps that leave the recording, and keeps its state") {
@@ -300,7 +325,7 @@ TEST_CASE("the forecast guard judges steps that leave the recording, and keeps i
         evict_one_run out;
         constexpr std::size_t steps = 12;
         for (std::size_t step = 0; step < steps; ++step) {
-            evict_one_of_four_step(rt, x, 100, out);
+            evict_one_of_four_step(rt, x, 100, out, small_loss);
             (void)rt.call(make_op{1 + step}, {x}, {.cost = 1.0}); // the differing tail
         }
         CAPTURE(guard);
@@ -325,11 +350,11 @@ TEST_CASE("the forecast guard tries the forecast of a new program at once") {
         {.budget = one_of_four, .dealloc = dtr::dealloc_policy::eager_evict});
     dtr::tensor x = rt.constant(8, dtr_test::fill_with(1));
     evict_one_run out;
-    for (int step = 0; step < 6; ++step) evict_one_of_four_step(rt, x, 100, out);
+    for (int step = 0; step < 6; ++step) evict_one_of_four_step(rt, x, 100, out, small_loss);
     CHECK(out.withheld == 3); // steps 2, 3 and 5
     const std::uint64_t learned = rt.stats().steps_learned;
-    evict_one_of_four_step(rt, x, 101, out);
-    evict_one_of_four_step(rt, x, 101, out);
+    evict_one_of_four_step(rt, x, 101, out, small_loss);
+    evict_one_of_four_step(rt, x, 101, out, small_loss);
     CHECK(rt.stats().steps_learned == learned + 1);
     CHECK(rt.forecast() != nullptr);        // offered from the new recording's first step
     CHECK(out.remat_per_step.back() == 10); // and it misleads, as before
@@ -340,7 +365,7 @@ TEST_CASE("the forecast guard tries the forecast of a new program at once") {
 TEST_CASE("the forecast guard keeps a forecast that costs no more than the online scores") {
     // dtr_next_use on the same program evicts a1, as its online scores do: the forecast is
     // never withheld.
-    const auto run = evict_one_of_four<h::dtr_next_use>(true, 6, one_of_four);
+    const auto run = evict_one_of_four<h::dtr_next_use>(true, 6, one_of_four, 0);
     CHECK(run.remat_per_step == std::vector<double>(6, 1));
     CHECK(run.withheld == 0);
 }

@@ -250,7 +250,9 @@ struct runtime_options {
     //! recomputation (per unit of compute) than the last step run on the policy's online
     //! scores (docs/design.md, "The forecast guard"). After such a loss the steps run online
     //! until one of them costs more than the forecast's last step, or for 2, 4, ... up to 64
-    //! steps, then the forecast is tried again. Off: every followed call gets the forecast.
+    //! steps (longer after a large loss: a try losing as much again costs at most 3% over
+    //! the steps before it), then the forecast is tried again. Off: every followed call gets
+    //! the forecast.
     bool guard_forecast = true;
     //! Whether the forecast guard also charges each step the runtime's own victim search time
     //! (counters::victim_search_ns), beside its recomputation, so that a policy whose scores

@@ -8,6 +8,7 @@
 #include <dtr/options.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 namespace dtr::detail {
@@ -31,7 +32,8 @@ namespace dtr::detail {
 //! the last online period's). After a loss the periods run online, which measures the online
 //! policy again in the same conditions; the forecast is tried again as soon as an online
 //! period measures worse than the forecast's last one, and otherwise after 2, 4, ... up to
-//! 64 online periods. A win resets the wait, and so does a new recording of a program that
+//! 64 online periods, or longer where the loss was large: so long that a try losing as much
+//! again costs at most 3% over the online periods before it (at most 1,024). A win resets the wait, and so does a new recording of a program that
 //! had settled (a recording followed to its end at least once, replaced: another program).
 //! A recording replaced without ever being followed through (steps that differ every time)
 //! keeps the guard's state, so a forecast that keeps losing on such a program stays withheld.
@@ -70,7 +72,7 @@ public:
             forecast_ratio_ = ratio;
             if (online_ratio_ >= 0 && ratio > online_ratio_) {
                 lost_ = true;
-                wait_ = std::min<std::uint32_t>(wait_ == 0 ? 2 : 2 * wait_, max_wait);
+                wait_ = wait_after_loss(ratio);
                 waited_ = 0;
             } else {
                 lost_ = false;
@@ -91,7 +93,7 @@ public:
         recorded_ = true;
         settled_ = false;
         if (unsettled) {
-            unsettled_ = std::min<std::uint32_t>(unsettled_ + 1, max_wait);
+            unsettled_ = std::min<std::uint32_t>(unsettled_ + 1, max_doubled_wait);
             return;
         }
         unsettled_ = 0;
@@ -105,7 +107,26 @@ public:
     [[nodiscard]] bool allows() const noexcept { return offered_; }
 
 private:
-    static constexpr std::uint32_t max_wait = 64;
+    //! The longest wait reached by doubling.
+    static constexpr std::uint32_t max_doubled_wait = 64;
+    //! A losing try's excess over an online period, spread over the online periods until the
+    //! next try, is at most this share of their cost.
+    static constexpr double retry_share = 0.03;
+    //! The longest wait sized by the loss.
+    static constexpr std::uint32_t max_sized_wait = 1024;
+
+    //! After the forecast lost a period with `ratio`: the doubled wait, or the wait that
+    //! keeps the next try's excess cost (ratio - online ratio, per unit of compute, if the
+    //! loss repeats) within retry_share of the online periods before it (each 1 + online
+    //! ratio), where that is longer.
+    [[nodiscard]] std::uint32_t wait_after_loss(double ratio) const noexcept {
+        const std::uint32_t doubled =
+            std::min<std::uint32_t>(wait_ == 0 ? 2 : 2 * wait_, max_doubled_wait);
+        const double sized = (ratio - online_ratio_) / (retry_share * (1 + online_ratio_));
+        if (!(sized > doubled)) return doubled;
+        return sized >= max_sized_wait ? max_sized_wait
+                                       : static_cast<std::uint32_t>(std::ceil(sized));
+    }
 
     [[nodiscard]] bool choose_forecast() const noexcept {
         return !lost_ || waited_ >= wait_ || forecast_ratio_ <= online_ratio_;
