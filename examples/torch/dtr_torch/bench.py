@@ -211,6 +211,7 @@ def _row(model: str, ratio: float, budget: int, plain: _Run, peak: int, floor,
         row["step_cpu_ratio"] = _median_after_warmup(run.cpu_times) / _median_after_warmup(plain.cpu_times)
         # the mean counts the odd dear step a median hides (the forecast guard's tries)
         row["step_cpu_ratio_mean"] = _mean_after_warmup(run.cpu_times) / _mean_after_warmup(plain.cpu_times)
+        row["step_cpu_s"] = run.cpu_times  # each step's, the first included
         row["allocator_peak_bytes"] = run.alloc_peak
     if error:
         row["error"] = error
