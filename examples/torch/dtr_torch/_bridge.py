@@ -250,7 +250,7 @@ class Runtime:
                  second step on, the heuristics dtr_next_use and dtr_held_next_use score
                  with the time to each storage's next read (docs/heuristics.md)
     guard_forecast: runtime_options::guard_forecast: after a step where following the
-                 forecast recomputed more than the last step without it, the next steps run
+                 forecast cost more than the last step without it, the next steps run
                  on the online scores, and the forecast is tried again later (docs/design.md,
                  "The forecast guard"); False gives it to every followed step
     guard_charges_search: runtime_options::guard_charges_search: the guard also charges

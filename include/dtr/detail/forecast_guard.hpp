@@ -33,8 +33,9 @@ namespace dtr::detail {
 //! policy again in the same conditions; the forecast is tried again as soon as an online
 //! period measures worse than the forecast's last one, and otherwise after 2, 4, ... up to
 //! 64 online periods, or longer where the loss was large: so long that a try losing as much
-//! again costs at most 3% over the online periods before it (at most 1,024). A win resets the wait, and so does a new recording of a program that
-//! had settled (a recording followed to its end at least once, replaced: another program).
+//! again costs at most 3% over the online periods before it (at most 1,024). A win resets
+//! the wait, and so does a new recording of a program that had settled (a recording
+//! followed to its end at least once, replaced: another program).
 //! A recording replaced without ever being followed through (steps that differ every time)
 //! keeps the guard's state, so a forecast that keeps losing on such a program stays withheld.
 //!
@@ -63,12 +64,12 @@ public:
     void end(cost_t remat, cost_t compute, bool followed) noexcept {
         if (followed) {
             settled_ = true;
-            unsettled_ = 0;
+            churning_ = false;
         }
         const cost_t work = compute - compute0_;
         if (work <= 0) return;
         const double ratio = (remat - remat0_) / work;
-        if (offered_ && (followed || unsettled_ > 0)) {
+        if (offered_ && (followed || churning_)) {
             forecast_ratio_ = ratio;
             if (online_ratio_ >= 0 && ratio > online_ratio_) {
                 lost_ = true;
@@ -93,10 +94,10 @@ public:
         recorded_ = true;
         settled_ = false;
         if (unsettled) {
-            unsettled_ = std::min<std::uint32_t>(unsettled_ + 1, max_doubled_wait);
+            churning_ = true;
             return;
         }
-        unsettled_ = 0;
+        churning_ = false;
         forecast_ratio_ = -1;
         lost_ = false;
         wait_ = 0;
@@ -134,13 +135,15 @@ private:
 
     cost_t remat0_ = 0, compute0_ = 0;
     double online_ratio_ = -1, forecast_ratio_ = -1; //!< the last measured; negative: none
-    std::uint32_t wait_ = 0;      //!< online periods to wait after the forecast's last loss
-    std::uint32_t waited_ = 0;    //!< online periods measured since that loss
-    bool offered_ = false;        //!< this period runs with the forecast
-    bool lost_ = false;           //!< the forecast's last period cost more than the online one
-    std::uint32_t unsettled_ = 0; //!< recordings replaced in a row, never followed through
-    bool recorded_ = false;       //!< a recording was made
-    bool settled_ = false;        //!< a period followed the recording in force to its end
+    std::uint32_t wait_ = 0;   //!< online periods to wait after the forecast's last loss
+    std::uint32_t waited_ = 0; //!< online periods measured since that loss
+    bool offered_ = false;     //!< this period runs with the forecast
+    bool lost_ = false;        //!< the forecast's last period cost more than the online one
+    //! Since the last period followed to its end, a recording was replaced without one:
+    //! the program's steps differ, and periods that leave the step are judged.
+    bool churning_ = false;
+    bool recorded_ = false; //!< a recording was made
+    bool settled_ = false;  //!< a period followed the recording in force to its end
 };
 
 } // namespace dtr::detail
