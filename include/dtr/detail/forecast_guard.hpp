@@ -47,13 +47,13 @@ namespace dtr::detail {
 //! Upkeep: O(1) per boundary.
 class forecast_guard {
 public:
-    //! @brief A period begins. `remat` and `compute` are the runtime's totals so far (the
-    //! charge: counters::remat_cost, with victim_search_ns where charged; compute_cost);
+    //! @brief A period begins. `charge` and `compute` are the runtime's totals so far
+    //! (counters::remat_cost, with victim_search_ns where charged; compute_cost);
     //! `following`: a recorded step is followed from here;
     //! `enabled`: runtime_options::guard_forecast (off: every followed period gets it).
     //! Returns: whether the forecast is withheld from a followed period.
-    bool begin(cost_t remat, cost_t compute, bool following, bool enabled) noexcept {
-        remat0_ = remat;
+    bool begin(cost_t charge, cost_t compute, bool following, bool enabled) noexcept {
+        charge0_ = charge;
         compute0_ = compute;
         offered_ = following && (!enabled || choose_forecast());
         return following && !offered_;
@@ -61,14 +61,14 @@ public:
 
     //! @brief The period ends (`followed`: the recorded step was followed to its end): its
     //! ratio is recorded under the mode it ran in.
-    void end(cost_t remat, cost_t compute, bool followed) noexcept {
+    void end(cost_t charge, cost_t compute, bool followed) noexcept {
         if (followed) {
             settled_ = true;
             churning_ = false;
         }
         const cost_t work = compute - compute0_;
         if (work <= 0) return;
-        const double ratio = (remat - remat0_) / work;
+        const double ratio = (charge - charge0_) / work;
         if (offered_ && (followed || churning_)) {
             forecast_ratio_ = ratio;
             if (online_ratio_ >= 0 && ratio > online_ratio_) {
@@ -90,8 +90,7 @@ public:
     //! recording, or the program changed after settling) the new forecast has not been
     //! tried, so the next followed period gets it; the online policy's last ratio stays.
     void new_recording() noexcept {
-        const bool unsettled = recorded_ && !settled_;
-        recorded_ = true;
+        const bool unsettled = !settled_;
         settled_ = false;
         if (unsettled) {
             churning_ = true;
@@ -133,7 +132,7 @@ private:
         return !lost_ || waited_ >= wait_ || forecast_ratio_ <= online_ratio_;
     }
 
-    cost_t remat0_ = 0, compute0_ = 0;
+    cost_t charge0_ = 0, compute0_ = 0;
     double online_ratio_ = -1, forecast_ratio_ = -1; //!< the last measured; negative: none
     std::uint32_t wait_ = 0;   //!< online periods to wait after the forecast's last loss
     std::uint32_t waited_ = 0; //!< online periods measured since that loss
@@ -142,8 +141,9 @@ private:
     //! Since the last period followed to its end, a recording was replaced without one:
     //! the program's steps differ, and periods that leave the step are judged.
     bool churning_ = false;
-    bool recorded_ = false; //!< a recording was made
-    bool settled_ = false;  //!< a period followed the recording in force to its end
+    //! A period followed the recording in force to its end (true before the first recording:
+    //! there is nothing unsettled to replace).
+    bool settled_ = true;
 };
 
 } // namespace dtr::detail
