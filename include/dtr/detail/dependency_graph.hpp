@@ -266,6 +266,9 @@ struct storage_record final : storage_node<Backend, Meta> {
     bool banish_pending = false;    //!< released under the banish policy, not yet safe
     bool queued = false;            //!< on the release queue (collection or banish re-check)
     bool restore_held = false;      //!< held by a planned restore (one of its pins)
+    //! Lost its last handle (release_queue::on_last_handle); none comes back. Before its
+    //! first handle a new storage is unheld too, but not released.
+    bool released = false;
     //! restore_pins::planned: the reads the running restore's recipes still make of this
     //! storage, valid while `plan_epoch` is the restore's; where it sits in the list of
     //! held storages while `restore_held`.

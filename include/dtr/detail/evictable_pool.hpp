@@ -65,12 +65,35 @@ public:
         const bool wanted = s->evictable();
         const bool member = contains(*s);
         if (wanted && !member) {
-            pool_.push_back(*s);
+            if (kept_lead() && s->released)
+                pool_.push_front(*s);
+            else
+                pool_.push_back(*s);
             rt_.hook_on_pool_insert(*s);
         } else if (!wanted && member) {
             pool_.erase(pool_.iterator_to(*s));
             rt_.hook_on_pool_erase(*s);
         }
+    }
+
+    //! @brief `s` lost its last handle (release_queue::on_last_handle): a member moves to
+    //! the members nobody holds (see kept_lead).
+    void on_unheld(storage* s) noexcept {
+        s->released = true;
+        if (kept_lead() && contains(*s)) pool_.splice(pool_.begin(), pool_, pool_.iterator_to(*s));
+    }
+
+    //! @brief Whether the members nobody holds lead the pool, before every held one (see
+    //! kept_lead); for runtime::check_invariants.
+    [[nodiscard]] bool kept_lead_the_pool() const noexcept {
+        if (!kept_lead()) return true;
+        bool held_seen = false;
+        for (const auto& node : pool_) {
+            const bool kept = static_cast<const storage&>(node).released;
+            if (kept && held_seen) return false;
+            held_seen = held_seen || !kept;
+        }
+        return true;
     }
 
     //! @brief Evicts `s` (a pool member): frees its bytes, keeps its recipe. Counted as an
@@ -110,6 +133,39 @@ public:
     window_outcome evict_window(std::size_t bytes);
 
 private:
+    //! Whether the pool keeps its members nobody holds (kept after their last release) at
+    //! its front. Only for a heuristic with its own choose (a search strategy) that also
+    //! scores: the runtime then finds the kept members without scanning the held ones
+    //! (best_kept), where an exhaustive scan would cost what the strategy saves. A plain
+    //! scoring heuristic's pool stays in insertion order, which breaks its ties as the
+    //! published simulator does.
+    static constexpr bool kept_lead() noexcept {
+        using H = typename Rt::heuristic_type;
+        return choosing_heuristic<H, list_type> && scoring_heuristic<H>;
+    }
+
+    //! The kept member of lowest score (the last lowest, as the scan), among the pool's
+    //! leading members nobody holds; nullptr when there is none.
+    storage_node<Backend, Meta>* best_kept(const heuristic_context& ctx) {
+        storage_node<Backend, Meta>* best = nullptr;
+        if constexpr (kept_lead()) {
+            double best_score = std::numeric_limits<double>::infinity();
+            std::uint64_t evaluations = 0;
+            for (storage_node<Backend, Meta>& s : pool_) {
+                if (!storage::of(&s)->released) break; // the held members follow
+                ++evaluations;
+                const double score = score_against(rt_.heuristic_, s, ctx, best_score);
+                if (score <= best_score || best == nullptr) {
+                    best_score = score;
+                    best = &s;
+                }
+                if (score == 0) break;
+            }
+            rt_.counters_.heuristic_evaluations += evaluations;
+        }
+        return best;
+    }
+
     //! Whether the victim scan puts storages nobody holds before every held one now.
     [[nodiscard]] bool kept_go_first() const noexcept {
         // A policy that reads the forecast knows when a kept storage is needed again (by the
@@ -147,7 +203,10 @@ auto evictable_pool<Rt, Backend, Meta>::choose_victim() -> storage* {
     const heuristic_context ctx = rt_.hctx();
     storage_node<Backend, Meta>* best = nullptr;
     if constexpr (choosing_heuristic<H, list_type>) {
-        best = rt_.heuristic_.choose(pool_, ctx);
+        // A strategy searches the whole pool; storages nobody holds go first here too (as
+        // in the scan below), ordered by the strategy's scores.
+        if (kept_go_first()) best = best_kept(ctx);
+        if (best == nullptr) best = rt_.heuristic_.choose(pool_, ctx);
     } else {
         static_assert(scoring_heuristic<H>,
                       "dtr::runtime: the heuristic has neither score(storage, context) nor a "
@@ -212,14 +271,19 @@ auto evictable_pool<Rt, Backend, Meta>::choose_victim() -> storage* {
 
 template <class Rt, class Backend, class Meta>
 bool evictable_pool<Rt, Backend, Meta>::evict_kept(std::size_t bytes) {
-    if constexpr (choosing_heuristic<typename Rt::heuristic_type, list_type>) {
-        return false;
+    using H = typename Rt::heuristic_type;
+    if constexpr (choosing_heuristic<H, list_type> && !kept_lead()) {
+        return false; // a choose without scores: nothing orders the kept ones
     } else {
         if (!kept_go_first()) return false;
         std::size_t kept = 0; // one pass at worst, stopping once they are known to suffice
         for (const auto& node : pool_) {
             const auto& s = static_cast<const storage&>(node);
-            if (s.unheld() && (kept += s.bytes) >= bytes) break;
+            if (kept_lead() ? !s.released : !s.unheld()) {
+                if (kept_lead()) break; // the kept ones lead: none follows
+                continue;
+            }
+            if ((kept += s.bytes) >= bytes) break;
         }
         if (kept < bytes) return false;
         // The scan returns a kept storage while one is left, and they hold `bytes`; should it

@@ -51,6 +51,7 @@ public:
     //! when it chooses).
     void on_last_handle(storage* s) noexcept {
         rt_.hook_on_release(*s);
+        rt_.pool_.on_unheld(s);
         if (s->consumers.empty()) {
             enqueue(s);
             return;

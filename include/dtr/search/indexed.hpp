@@ -4,6 +4,7 @@
 //! by last access inside, searched by branch and bound. Sub-linear in the evictable pool.
 #pragma once
 
+#include <dtr/bounded_score.hpp>
 #include <dtr/concepts.hpp>
 #include <dtr/heuristic/ablation.hpp>
 #include <dtr/heuristic/detail/dependent_list.hpp>
@@ -15,12 +16,42 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <concepts>
 #include <cstdint>
 #include <limits>
 #include <memory>
 #include <vector>
 
 namespace dtr::search {
+
+namespace detail {
+
+//! The factored policy whose scores an index keys: H itself, or, for a policy that reads
+//! the forecast over an online factored policy (heuristics::next_use_aware), that online
+//! policy, which scores every storage while no forecast is in force.
+template <class H>
+struct factored_core {
+    using type = H;
+    static H& of(H& h) noexcept { return h; }
+};
+template <class H>
+    requires(!heuristics::factored_heuristic<H> && reads_forecast<H> &&
+             requires(H& h) {
+                 typename H::online_type;
+                 { h.online() } -> std::same_as<typename H::online_type&>;
+             } && heuristics::factored_heuristic<typename H::online_type>)
+struct factored_core<H> {
+    using type = typename H::online_type;
+    static type& of(H& h) noexcept { return h.online(); }
+};
+
+} // namespace detail
+
+//! @brief The policies search::indexed can index: those of the score skeleton, and those
+//! that read the forecast over one (dtr_next_use: the index while there is no forecast,
+//! the scan while there is).
+template <class H>
+concept indexable = heuristics::factored_heuristic<typename detail::factored_core<H>::type>;
 
 //! @brief An index over the evictable pool for policies of the score skeleton
 //! (heuristics::ablation and the named policies built on it: dtr, dtr_eqclass, dtr_local,
@@ -65,15 +96,27 @@ namespace dtr::search {
 //! left the pool to be pinned keeps its key unless a decrease was reported meanwhile);
 //! O(1) amortized per access; a re-key per reported decrease.
 //!
-//! @tparam H a heuristics::factored_heuristic
+//! A policy that reads the forecast (dtr_next_use: next_use_aware over dtr_eqclass) is
+//! indexed by its online policy's scores, which are its own scores while no forecast is in
+//! force; while one is (heuristic_context::forecast), its scores depend on when each
+//! storage is read next, which no key bounds, and a decision is the exhaustive scan
+//! instead, the same victim as the policy alone. The index is kept up to date throughout,
+//! so that it serves again at once when the program leaves the recorded step or the
+//! forecast guard withholds the forecast.
+//!
+//! @tparam H a search::indexable policy
 template <class H>
 class indexed : public detail::forwarding<H> {
-    static_assert(heuristics::factored_heuristic<H>,
+    static_assert(indexable<H>,
                   "dtr::search::indexed<H>: H must be a policy of the score skeleton "
                   "(dtr::heuristics::ablation<CostModel, UseSize, UseStaleness> or a policy "
                   "derived from it: dtr, dtr_eqclass, dtr_local, msps), whose score is a "
-                  "time-invariant numerator over size and staleness");
+                  "time-invariant numerator over size and staleness, or one that reads the "
+                  "forecast over such a policy (dtr_next_use)");
     using base = detail::forwarding<H>;
+    //! The policy the keys come from (H, or H's online policy).
+    using core_type = typename detail::factored_core<H>::type;
+    core_type& core() noexcept { return detail::factored_core<H>::of(this->inner_); }
     using hook_type = boost::intrusive::set_member_hook<
         boost::intrusive::link_mode<boost::intrusive::normal_link>>;
     static constexpr std::uint32_t npos = heuristics::detail::npos;
@@ -116,7 +159,7 @@ public:
     //! @brief The victim: a storage of minimum score (within the tolerance); nullptr for an
     //! empty pool.
     template <class Pool>
-    typename Pool::value_type* choose(Pool&, const heuristic_context& ctx);
+    typename Pool::value_type* choose(Pool& pool, const heuristic_context& ctx);
 
     // ---- hooks ------------------------------------------------------------------------
     template <class Storage>
@@ -133,7 +176,7 @@ public:
     void on_access(Storage& s, const heuristic_context& ctx) {
         base::on_access(s, ctx);
         storage_data& d = s.meta();
-        if (!d.ix_member || !H::uses_staleness) return;
+        if (!d.ix_member || !core_type::uses_staleness) return;
         ctx.count_access();
         tree_type& tree = trees_[d.ix_bucket];
         tree.erase(tree.iterator_to(d));
@@ -143,19 +186,19 @@ public:
     }
     template <class Storage>
     void on_evict(Storage& s, const heuristic_context& ctx) {
-        this->inner_.on_evict(s, ctx, listener{this});
+        core().on_evict(s, ctx, listener{this});
         // Evicted, its key means nothing any more; neither do its registrations.
-        this->inner_.untrack(s);
+        core().untrack(s);
         s.meta().ix_valid = false;
     }
     template <class Storage>
     void on_rematerialize(Storage& s, const heuristic_context& ctx) {
-        this->inner_.on_rematerialize(s, ctx, listener{this});
+        core().on_rematerialize(s, ctx, listener{this});
     }
     template <class Storage>
     void on_destroy(Storage& s, const heuristic_context& ctx) {
-        this->inner_.on_destroy(s, ctx, listener{this});
-        this->inner_.untrack(s);
+        core().on_destroy(s, ctx, listener{this});
+        core().untrack(s);
         s.meta().ix_valid = false;
     }
 
@@ -213,7 +256,7 @@ private:
 
     template <class Storage>
     static double key_of(double numerator, const Storage& s) noexcept {
-        if constexpr (H::uses_size)
+        if constexpr (core_type::uses_size)
             return numerator / static_cast<double>(s.size());
         else
             return numerator;
@@ -222,7 +265,7 @@ private:
     //! Lower bound on the score of a member of bucket b whose order key is `order`, valid
     //! for every member further down the bucket (monotone along the bucket).
     double bucket_bound(std::uint32_t b, double order, cost_t now) const noexcept {
-        if constexpr (H::uses_staleness) {
+        if constexpr (core_type::uses_staleness) {
             const double staleness = static_cast<double>(now) - order;
             if (!(staleness > 0)) return std::numeric_limits<double>::infinity();
             return lower_[b] * safety / staleness;
@@ -234,7 +277,7 @@ private:
     }
     //! Lower bound on one member's score from its own cached key (tighter, not monotone).
     double member_bound(const storage_data& d, cost_t now) const noexcept {
-        if constexpr (H::uses_staleness) {
+        if constexpr (core_type::uses_staleness) {
             const double staleness = static_cast<double>(now) - d.ix_order;
             if (!(staleness > 0)) return std::numeric_limits<double>::infinity();
             return d.ix_key * safety / staleness;
@@ -257,7 +300,7 @@ private:
     void link(Storage& s) {
         storage_data& d = s.meta();
         d.ix_bucket = detail::key_buckets::of(d.ix_key);
-        if constexpr (H::uses_staleness)
+        if constexpr (core_type::uses_staleness)
             d.ix_order = static_cast<double>(s.last_access());
         else
             d.ix_order = d.ix_key;
@@ -276,7 +319,7 @@ private:
     template <class Storage>
     void compute_key(Storage& s, const heuristic_context& ctx) {
         storage_data& d = s.meta();
-        const double numerator = this->inner_.numerator_tracked(s, ctx);
+        const double numerator = core().numerator_tracked(s, ctx);
         d.ix_key = key_of(numerator, s);
         d.ix_cost = static_cast<double>(s.cost());
         d.ix_valid = true;
@@ -335,8 +378,23 @@ private:
 
 template <class H>
 template <class Pool>
-typename Pool::value_type* indexed<H>::choose(Pool&, const heuristic_context& ctx) {
+typename Pool::value_type* indexed<H>::choose(Pool& pool, const heuristic_context& ctx) {
     using storage = typename Pool::value_type;
+    if constexpr (::dtr::reads_forecast<H>) {
+        // The scores read the forecast: no key bounds them. The policy's own scan (as
+        // search::exhaustive), so that the victim is the one the policy alone would take.
+        if (ctx.forecast != nullptr) {
+            detail::last_lowest<storage> pick;
+            for (storage& s : pool) {
+                ctx.count_evaluation();
+                if (!pick.offer(s, score_against(this->inner_, s, ctx, pick.best_score())))
+                    break;
+            }
+            return pick.best();
+        }
+    } else {
+        (void)pool;
+    }
     if (size_ == 0) return nullptr;
     // Keys whose numerator may have dropped are no longer lower bounds: fix them first.
     while (!dirty_.empty()) {
@@ -376,8 +434,8 @@ typename Pool::value_type* indexed<H>::choose(Pool&, const heuristic_context& ct
             ctx.count_access();
             if (!(member_bound(d, now) < threshold)) continue; // its own key rules it out
             auto& s = *static_cast<storage*>(d.ix_owner);
-            const double numerator = this->inner_.numerator(s, ctx);
-            const double score = this->inner_.compose(numerator, s, ctx);
+            const double numerator = core().numerator(s, ctx);
+            const double score = core().compose(numerator, s, ctx);
             ctx.count_evaluation();
             if (key_of(numerator, s) != d.ix_key && !d.ix_recheck) {
                 d.ix_recheck = true;

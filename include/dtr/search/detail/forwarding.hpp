@@ -42,6 +42,9 @@ template <class H>
 class forwarding {
 public:
     using inner_type = H;
+    //! A strategy over a policy that reads the forecast reads it too: the runtime leaves
+    //! the order of kept storages to its scores (dtr::reads_forecast).
+    static constexpr bool reads_forecast = ::dtr::reads_forecast<H>;
 
     forwarding() = default;
     explicit forwarding(H inner) : inner_(std::move(inner)) {}
