@@ -4,7 +4,8 @@
 // four times, one program then another (a switch mid-run), two alternating, or four
 // different ones (steps that always differ). Each run is one step: marked with
 // runtime::begin_step(), or left for the runtime to detect. The policies that read the
-// forecast (dtr_next_use, dtr_held_next_use) only choose victims, so every value read must
+// forecast (dtr_next_use, dtr_held_next_use, and dtr_next_use under the indexed search) only
+// choose victims, so every value read must
 // be bit-identical to an unbudgeted run of dtr_local, resident bytes must never exceed the
 // budget (faults injected in most runs), and nothing may leak.
 //
@@ -16,6 +17,7 @@
 #include <dtr/heuristic/dtr_local.hpp>
 #include <dtr/heuristic/next_use.hpp>
 #include <dtr/runtime.hpp>
+#include <dtr/search/indexed.hpp>
 
 #include <doctest/doctest.h>
 
@@ -144,6 +146,8 @@ TEST_CASE("random programs read the same values under the forecast, steps repeat
                                            steps);
             check_against<h::dtr_held_next_use>(reference, c, true, dealloc, budget_rng, fault_rng,
                                                 sum, steps);
+            check_against<dtr::search::indexed<h::dtr_next_use>>(reference, c, true, dealloc,
+                                                                 budget_rng, fault_rng, sum, steps);
         }
         ++ran;
     });
@@ -166,4 +170,82 @@ TEST_CASE("random programs read the same values under the forecast, steps repeat
         CHECK(sum.evictions > 0);
         CHECK(sum.remats > 0);
     }
+}
+
+namespace {
+
+//! indexed<dtr_next_use>, checked at each decision it makes against a scan of the same pool
+//! with the same context: with a forecast, the same victim as dtr_next_use alone (the
+//! scan's last lowest); without, a victim of the minimum score, found by the index.
+struct indexed_next_use_probe : dtr::search::indexed<h::dtr_next_use> {
+    using base = dtr::search::indexed<h::dtr_next_use>;
+    indexed_next_use_probe() : base(h::dtr_next_use{}) {}
+    std::uint64_t with_forecast = 0, without = 0, victim_differs = 0, score_differs = 0;
+    std::uint64_t evaluations_without = 0, pool_without = 0;
+
+    template <class Pool>
+    typename Pool::value_type* choose(Pool& pool, const dtr::heuristic_context& ctx) {
+        using S = typename Pool::value_type;
+        std::uint64_t evaluations = 0;
+        const dtr::heuristic_context counted{ctx.now, ctx.metadata_accesses, &evaluations,
+                                             ctx.forecast};
+        S* mine = base::choose(pool, counted);
+        const dtr::heuristic_context quiet{ctx.now, nullptr, nullptr, ctx.forecast};
+        dtr::search::detail::last_lowest<S> scan;
+        for (S& s : pool)
+            if (!scan.offer(s, inner().score(s, quiet))) break;
+        if (ctx.forecast != nullptr) {
+            ++with_forecast;
+            if (mine != scan.best()) ++victim_differs;
+        } else {
+            ++without;
+            evaluations_without += evaluations;
+            pool_without += pool.size();
+        }
+        if (inner().score(*mine, quiet) != scan.best_score()) ++score_differs;
+        return mine;
+    }
+};
+
+} // namespace
+
+TEST_CASE("the indexed search over dtr_next_use: the index without a forecast, the scan with") {
+    // Each program runs four times (marked steps), repeated or switched mid-run, at a budget
+    // between its floor and its peak, under both releases.
+    std::uint64_t with_forecast = 0, without = 0, evaluations = 0, pool = 0;
+    for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+        dtr_test::program_trace reference;
+        {
+            dtr::runtime<dtr::host_backend, h::dtr_local> rt;
+            reference = run_steps(rt, seed, 120, false, 16);
+        }
+        std::mt19937_64 budget_rng(seed);
+        for (const auto dealloc :
+             {dtr::dealloc_policy::eager_evict, dtr::dealloc_policy::keep_once_bound}) {
+            const std::size_t budget = dtr_test::draw_budget(reference, budget_rng);
+            CAPTURE(seed);
+            CAPTURE(budget);
+            dtr::runtime<dtr::host_backend, indexed_next_use_probe> rt(
+                {.budget = budget, .dealloc = dealloc});
+            const auto t = run_steps(rt, seed, 120, true, 16);
+            CHECK(t.reads == reference.reads);
+            const auto& probe = rt.heuristic();
+            CHECK(probe.victim_differs == 0);
+            CHECK(probe.score_differs == 0);
+            with_forecast += probe.with_forecast;
+            without += probe.without;
+            evaluations += probe.evaluations_without;
+            pool += probe.pool_without;
+        }
+    }
+    std::printf(
+        "indexed:dtr_next_use: %llu decisions with a forecast (scan), %llu without "
+        "(index: %.1f scores per decision, pool %.1f)\n",
+        static_cast<unsigned long long>(with_forecast), static_cast<unsigned long long>(without),
+        static_cast<double>(evaluations) / static_cast<double>(without),
+        static_cast<double>(pool) / static_cast<double>(without));
+    // Both ways were taken, and without a forecast the index scored fewer than the pool.
+    CHECK(with_forecast > 100);
+    CHECK(without > 100);
+    CHECK(evaluations < pool);
 }

@@ -7,7 +7,10 @@
 #include <dtr/heuristic/dtr_local.hpp>
 #include <dtr/heuristic/largest.hpp>
 #include <dtr/heuristic/lru.hpp>
+#include <dtr/heuristic/next_use.hpp>
 #include <dtr/runtime.hpp>
+#include <dtr/search/exhaustive.hpp>
+#include <dtr/search/indexed.hpp>
 
 #include <doctest/doctest.h>
 
@@ -452,14 +455,21 @@ TEST_CASE("keep_resident leaves a released storage to the policy, and can be swi
                  "banish is chosen at construction"));
 }
 
-TEST_CASE("kept storages go before held ones under kept_priority::first, not under scored") {
-    // a (kept: released, b's record reads it) is expensive to recompute and recent, h (held)
-    // cheap and stale, so the policy prefers to evict h. Under `first` the kept a goes anyway; under `scored`
-    // the policy's choice, h, goes.
+namespace {
+
+//! a (kept: released, b's record reads it) is expensive to recompute and recent, h (held)
+//! cheap and stale, so the policy prefers to evict h. Under `first` the kept a goes anyway;
+//! under `scored` the policy's choice, h, goes.
+template <class Heuristic>
+void check_kept_priority(dtr::step_learning learning = dtr::step_learning::automatic) {
+    CAPTURE(std::string(Heuristic::name));
     for (const auto priority : {dtr::kept_priority::first, dtr::kept_priority::scored}) {
         CAPTURE(priority == dtr::kept_priority::first ? "first" : "scored");
-        host_rt rt(
-            {.budget = 1 << 20, .dealloc = dtr::dealloc_policy::keep_resident, .kept = priority});
+        dtr::runtime<dtr::host_backend, Heuristic> rt(
+            {.budget = 1 << 20,
+             .dealloc = dtr::dealloc_policy::keep_resident,
+             .kept = priority,
+             .steps = learning});
         tensor x = rt.constant(4, fill_with(0));
         tensor h = rt.call(add_op{1}, {x}, {.cost = 1});
         tensor h2 = rt.call(add_op{1}, {h}, {.cost = 1});
@@ -467,6 +477,7 @@ TEST_CASE("kept storages go before held ones under kept_priority::first, not und
         tensor b = rt.call(add_op{1}, {a}, {.cost = 1e6});
         a.reset();
         REQUIRE(rt.storage_count() == 5);
+        rt.check_invariants(); // the kept a leads a search strategy's pool
         // Make room for one 4-byte storage: one victim.
         rt.set_budget(rt.resident_bytes() - 4);
         CHECK(rt.stats().evictions == 1);
@@ -481,6 +492,19 @@ TEST_CASE("kept storages go before held ones under kept_priority::first, not und
         CHECK(read(rt, h2) == pattern(0, 4, 2));
         rt.check_invariants();
     }
+}
+
+} // namespace
+
+TEST_CASE("kept storages go before held ones under kept_priority::first, not under scored") {
+    check_kept_priority<dtr::heuristics::dtr_eqclass>();
+    // A search strategy chooses its own victims, but the rule is the runtime's: the same.
+    check_kept_priority<dtr::search::exhaustive<dtr::heuristics::dtr_eqclass>>();
+    check_kept_priority<dtr::search::indexed<dtr::heuristics::dtr_eqclass>>();
+    // Without a forecast (with one, a policy that reads it orders the kept storages itself;
+    // here the repeated calls would make one).
+    check_kept_priority<dtr::search::indexed<dtr::heuristics::dtr_next_use>>(
+        dtr::step_learning::off);
 }
 
 TEST_CASE("keep_once_bound releases eagerly until the budget first binds, then keeps") {

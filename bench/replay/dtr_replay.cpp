@@ -263,7 +263,7 @@ int main(int argc, char** argv) {
                 "--heuristic: '" + h + "' cannot run under --search " + search +
                 (search == "indexed"
                      ? " (indexed needs a score-skeleton policy: dtr, dtr_eqclass, dtr_local, "
-                       "msps, ablation-*)"
+                       "msps, ablation-*; or dtr_next_use)"
                      : " (it chooses its own victims)"));
     }
     if (jobs == 0) jobs = 1;

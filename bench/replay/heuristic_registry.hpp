@@ -88,8 +88,8 @@ inline std::vector<std::string> all_searches() {
 }
 
 inline std::string search_names() {
-    return "exhaustive, sampled, skip_small, indexed (indexed: factored policies only, i.e. the "
-           "score-skeleton ones; random takes exhaustive only)";
+    return "exhaustive, sampled, skip_small, indexed (indexed: the score-skeleton policies, and "
+           "dtr_next_use over dtr_eqclass's index; random takes exhaustive only)";
 }
 
 //! Calls f(std::type_identity<S>{}) with S the policy `heuristic` under strategy `search`.

@@ -416,8 +416,9 @@ public:
     void check_invariants() const {
         detail::check_invariants(graph_, this, pool_.size(), counters_, options_, user_pins_);
         if (!pool_.kept_lead_the_pool())
-            throw logic_error("dtr: invariant broken: a held storage precedes one nobody holds "
-                              "in the evictable pool of a search strategy");
+            throw logic_error(
+                "dtr: invariant broken: a held storage precedes one nobody holds "
+                "in the evictable pool of a search strategy");
     }
 
 private:

@@ -107,13 +107,16 @@ std::unique_ptr<runtime_iface> make_runtime(const std::string& name, dtr::runtim
     using eqclass_indexed = dtr::search::indexed<h::dtr_eqclass>;
     if (name == eqclass_indexed::name)
         return std::make_unique<runtime_impl<eqclass_indexed>>(opts, table);
+    using next_use_indexed = dtr::search::indexed<h::dtr_next_use>;
+    if (name == next_use_indexed::name)
+        return std::make_unique<runtime_impl<next_use_indexed>>(opts, table);
     if (name == h::lru::name) return std::make_unique<runtime_impl<h::lru>>(opts, table);
     if (name == h::largest::name) return std::make_unique<runtime_impl<h::largest>>(opts, table);
     if (name == h::msps::name) return std::make_unique<runtime_impl<h::msps>>(opts, table);
     throw std::invalid_argument("dtr_torch: unknown heuristic '" + name +
                                 "' (the bridge offers dtr_eqclass, dtr, dtr_local, dtr_held, "
                                 "dtr_held_bounded, dtr_next_use, dtr_held_next_use, "
-                                "indexed:dtr_eqclass, lru, largest, msps)");
+                                "indexed:dtr_eqclass, indexed:dtr_next_use, lru, largest, msps)");
 }
 
 } // namespace dtr_torch

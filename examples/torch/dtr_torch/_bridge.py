@@ -214,7 +214,7 @@ class Runtime:
     budget:      hard limit on the bytes of the storages the runtime manages (None: no limit)
     heuristic:   eviction policy by name (dtr_eqclass, dtr, dtr_local, dtr_held,
                  dtr_held_bounded, dtr_next_use, dtr_held_next_use, indexed:dtr_eqclass,
-                 lru, largest, msps)
+                 indexed:dtr_next_use, lru, largest, msps)
     device:      where tensors live ("cpu"; "cuda" with a CUDA build of PyTorch)
     remat_limit: total rematerialization time (ns) after which operators fail with
                  ThrashingError (None: no limit)

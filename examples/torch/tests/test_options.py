@@ -2,7 +2,7 @@
 """The bridge's runtime options on the narrow residual network, each at ratio 1.0 and two
 budgets in multiples of its physical floor, bit-identical to plain PyTorch: released storages
 parked (park_released), the policies added to the bridge (dtr_held_bounded,
-indexed:dtr_eqclass), restore_pins::hold and planned, and costs on the thread's CPU clock (measured, so
+indexed:dtr_eqclass, indexed:dtr_next_use), restore_pins::hold and planned, and costs on the thread's CPU clock (measured, so
 the evictions vary from run to run; the values may not)."""
 
 import sys
@@ -18,6 +18,7 @@ def main():
     check_model("narrow resnet, dtr_held_bounded, park_released", make, heuristic="dtr_held_bounded",
                 park_released=True)
     check_model("narrow resnet, indexed:dtr_eqclass", make, heuristic="indexed:dtr_eqclass")
+    check_model("narrow resnet, indexed:dtr_next_use", make, heuristic="indexed:dtr_next_use")
     check_model("narrow resnet, restore hold", make, restore="hold")
     check_model("narrow resnet, restore planned", make, restore="planned")
     check_model("narrow resnet, thread_cpu costs", make, deterministic_costs=False, cost_clock="thread_cpu")

@@ -35,11 +35,10 @@ struct factored_core {
     static H& of(H& h) noexcept { return h; }
 };
 template <class H>
-    requires(!heuristics::factored_heuristic<H> && reads_forecast<H> &&
-             requires(H& h) {
-                 typename H::online_type;
-                 { h.online() } -> std::same_as<typename H::online_type&>;
-             } && heuristics::factored_heuristic<typename H::online_type>)
+    requires(!heuristics::factored_heuristic<H> && reads_forecast<H> && requires(H & h) {
+        typename H::online_type;
+        { h.online() } -> std::same_as<typename H::online_type&>;
+    } && heuristics::factored_heuristic<typename H::online_type>)
 struct factored_core<H> {
     using type = typename H::online_type;
     static type& of(H& h) noexcept { return h.online(); }
@@ -387,8 +386,7 @@ typename Pool::value_type* indexed<H>::choose(Pool& pool, const heuristic_contex
             detail::last_lowest<storage> pick;
             for (storage& s : pool) {
                 ctx.count_evaluation();
-                if (!pick.offer(s, score_against(this->inner_, s, ctx, pick.best_score())))
-                    break;
+                if (!pick.offer(s, score_against(this->inner_, s, ctx, pick.best_score()))) break;
             }
             return pick.best();
         }
