@@ -10,7 +10,8 @@ for --rounds rounds (A, B, A, B, ...), every row against the same plain run.
         --config "parked:--cost-clock thread_cpu --park-released --heuristic dtr_held_bounded"
 
 A configuration is NAME:OPTIONS with the bench's runtime options (--heuristic, --cost-clock,
---park-released, --restore, --thrash-factor, --no-forecast-guard, --guard-recompute-only). Prints
+--park-released, --restore, --thrash-factor, --no-forecast-guard, --guard-recompute-only,
+--deterministic-costs). Prints
 the bench's table with a configuration column; --json writes the rows (each with "config").
 """
 
@@ -47,6 +48,7 @@ def main():
     cp.add_argument("--thrash-factor", type=float, default=4.0)
     cp.add_argument("--no-forecast-guard", action="store_true")
     cp.add_argument("--guard-recompute-only", action="store_true")
+    cp.add_argument("--deterministic-costs", action="store_true")
     configs = []
     for c in a.config:
         name, _, opts = c.partition(":")
@@ -65,12 +67,17 @@ def main():
     peak = unlimited.stats["peak_resident_bytes"]
     floor_bytes = unlimited.param_bytes + unlimited.state_bytes + unlimited.stats["max_op_bytes"]
     floor = (floor_bytes / peak, (floor_bytes + unlimited.param_bytes) / peak)
+    if any(ns.deterministic_costs for _, ns in configs):
+        det = B.deterministic_compute(factory, a.batch, a.steps, a.seed, a.optimizer)
+        for _, ns in configs:
+            ns.deterministic_compute = det
     print(f"# {a.model} batch {a.batch} steps {a.steps}, one torch thread; plain: median step "
           f"{B._median_after_warmup(plain.times) * 1e3:.1f} ms (CPU "
           f"{B._median_after_warmup(plain.cpu_times) * 1e3:.1f} ms); unlimited runtime peak {B._fmt_bytes(peak)}")
     for name, ns in configs:
         print(f"# config {name}: heuristic {ns.heuristic}, cost clock {ns.cost_clock}, park released "
               f"{'yes' if ns.park_released else 'no'}, restore {ns.restore}, thrash factor {ns.thrash_factor:g}"
+              f"{', deterministic costs' if ns.deterministic_costs else ''}"
               f"{', forecast unguarded' if ns.no_forecast_guard else ''}"
               f"{', guard on recomputation only' if ns.guard_recompute_only else ''}")
     print(f"{'config':>10} {'round':>5} {'ratio':>7} {'budget':>9} {'status':>6} {'rt peak':>9} {'alloc pk':>9} "

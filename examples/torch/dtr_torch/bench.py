@@ -218,13 +218,22 @@ def _row(model: str, ratio: float, budget: int, plain: _Run, peak: int, floor,
     return row
 
 
+def deterministic_compute(factory, batch: int, steps: int, seed: int, optimizer: str, device: str = "cpu") -> float:
+    """What an unlimited run's operators cost under deterministic_costs (their unit: bytes read)."""
+    import dtr_torch
+    rt = dtr_torch.Runtime(deterministic_costs=True, device=device)
+    return float(_train(factory, batch, steps, seed, optimizer, rt, device).stats["compute_cost_ns"])
+
+
 def _attempt(args, factory, ratio: float, peak: int, plain: _Run, floor: float) -> Tuple[dict, Optional[_Run]]:
     row, run = _attempt_once(args, factory, ratio, peak, plain, floor)
+    deterministic = getattr(args, "deterministic_costs", False)
     row.update(heuristic=args.heuristic, device=args.device, cost_clock=args.cost_clock, park_released=args.park_released,
                restore=args.restore, thrash_factor=args.thrash_factor, host_memory=args.host_memory,
                offload_bandwidth=args.offload_bandwidth, offload_latency_ns=args.offload_latency_ns,
                guard_forecast=not args.no_forecast_guard,
-               guard_charges_search=not args.guard_recompute_only)
+               guard_charges_search=not deterministic and not args.guard_recompute_only,
+               deterministic_costs=deterministic)
     if getattr(args, "tier_floor", None) is not None:
         row["physical_floor_with_tier"] = args.tier_floor
     return row, run
@@ -233,16 +242,25 @@ def _attempt(args, factory, ratio: float, peak: int, plain: _Run, floor: float) 
 def _attempt_once(args, factory, ratio: float, peak: int, plain: _Run, floor: float) -> Tuple[dict, Optional[_Run]]:
     import dtr_torch
     budget = max(1, int(ratio * peak))
-    # the limit on the clock the costs are measured on
-    plain_total_ns = sum(plain.cpu_times if args.cost_clock == "thread_cpu" else plain.times) * 1e9
+    deterministic = getattr(args, "deterministic_costs", False)
+    if deterministic:
+        # costs in the runtime's own unit (the bytes each operator reads): the limit is the
+        # same multiple of what the unlimited run computed in that unit
+        remat_limit = args.thrash_factor * args.deterministic_compute
+    else:
+        # the limit on the clock the costs are measured on
+        remat_limit = args.thrash_factor * sum(plain.cpu_times if args.cost_clock == "thread_cpu"
+                                               else plain.times) * 1e9
     rt = dtr_torch.Runtime(budget=budget, heuristic=args.heuristic, device=args.device,
-                           remat_limit=args.thrash_factor * plain_total_ns,
+                           remat_limit=remat_limit,
                            cost_clock=args.cost_clock, park_released=args.park_released,
                            restore=args.restore, host_memory=args.host_memory,
                            offload_bandwidth=args.offload_bandwidth,
                            offload_latency_ns=args.offload_latency_ns,
                            guard_forecast=not args.no_forecast_guard,
-                           guard_charges_search=not args.guard_recompute_only)
+                           deterministic_costs=deterministic,
+                           # search time is not in the deterministic unit: recomputation only
+                           guard_charges_search=None if deterministic else not args.guard_recompute_only)
     run = _Run()
     try:
         run = _train(factory, args.batch, args.steps, args.seed, args.optimizer, rt, args.device)
@@ -316,6 +334,11 @@ def main(argv: Optional[List[str]] = None) -> int:
                    "time (dtr_torch.Runtime guard_charges_search=False)")
     p.add_argument("--cost-clock", choices=("wall", "thread_cpu"), default="wall",
                    help="operator costs as wall time or the calling thread's CPU time (dtr_torch.Runtime)")
+    p.add_argument("--deterministic-costs", action="store_true",
+                   help="operator costs as the bytes they read (dtr_torch.Runtime deterministic_costs): the "
+                   "same decisions in every run, so that configurations differ by their policy, not by "
+                   "timing noise; the forecast guard then compares recomputation only, and the thrash "
+                   "limit is --thrash-factor times the unlimited run's costs in that unit")
     p.add_argument("--park-released", action="store_true",
                    help="released storages that records still read stay resident until evicted (dtr_torch.Runtime)")
     p.add_argument("--restore", choices=("yield_when_full", "planned", "hold"), default="yield_when_full",
@@ -364,6 +387,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ref = dtr_torch.Runtime(heuristic=a.heuristic, device=a.device)
     unlimited = _train(factory, a.batch, a.steps, a.seed, a.optimizer, ref, a.device)
     peak = unlimited.stats["peak_resident_bytes"]
+    if a.deterministic_costs:
+        a.deterministic_compute = deterministic_compute(factory, a.batch, a.steps, a.seed, a.optimizer, a.device)
     floor_bytes = unlimited.param_bytes + unlimited.state_bytes + unlimited.stats["max_op_bytes"]
     floor = floor_bytes / peak
     # what the last step's end of backward must hold besides: the gradients (f leaves them out)
@@ -371,6 +396,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(f"# {a.model} batch {a.batch} steps {a.steps} heuristic {a.heuristic} device {a.device} threads {a.threads} "
           f"optimizer {a.optimizer} cost-clock {a.cost_clock} park-released {'yes' if a.park_released else 'no'} "
           f"restore {a.restore} thrash-factor {a.thrash_factor:g}"
+          f"{' deterministic-costs' if a.deterministic_costs else ''}"
           f"{' no-forecast-guard' if a.no_forecast_guard else ''}"
           f"{' guard-recompute-only' if a.guard_recompute_only else ''}"
           + (f" host-memory {_fmt_bytes(a.host_memory)}" if a.host_memory else ""))

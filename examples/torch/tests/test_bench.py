@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """python3 -m dtr_torch.bench end to end on small models: a FILE.py:FACTORY model with
---find-floor and --json, and a torchvision model; the rows carry the documented fields."""
+--find-floor and --json, --deterministic-costs, and a torchvision model; the rows carry the
+documented fields."""
 
 import json
 import os
@@ -63,6 +64,17 @@ def main():
         rows = json.load(open(j))  # at 32x32 its parameters dominate: ratio 1 only
         assert [r["status"] for r in rows] == ["ok"] and rows[0]["bit_identical"] is True, rows
         assert "physical floor" in out
+        # --deterministic-costs: the same decisions in every run, the row says so, and the
+        # guard compares recomputation only
+        counts = []
+        for _ in range(2):
+            bench("--model", f"{f}:make", "--batch", "4", "--steps", "3", "--ratios", "0.8",
+                  "--deterministic-costs", "--json", j)
+            (row,) = json.load(open(j))
+            assert row["status"] == "ok" and row["bit_identical"] is True, row
+            assert row["deterministic_costs"] is True and row["guard_charges_search"] is False, row
+            counts.append((row["evictions"], row["remats"]))
+        assert counts[0] == counts[1] and counts[0][0] > 0, counts
     print("bench: rows complete and consistent")
     return 0
 
