@@ -41,7 +41,7 @@ def main():
     p.add_argument("--json")
     a = p.parse_args()
     cp = argparse.ArgumentParser(prog="--config")
-    cp.add_argument("--heuristic", default="dtr_eqclass")
+    cp.add_argument("--heuristic", default=dtr_torch.DEFAULT_HEURISTIC)
     cp.add_argument("--cost-clock", choices=("wall", "thread_cpu"), default="wall")
     cp.add_argument("--park-released", action="store_true")
     cp.add_argument("--restore", choices=("yield_when_full", "planned", "hold"), default="yield_when_full")

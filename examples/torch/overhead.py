@@ -40,7 +40,7 @@ def main():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--ratio", type=float, default=1.0)
     p.add_argument("--ref-steps", type=int, default=3)
-    p.add_argument("--heuristic", default="dtr_eqclass")
+    p.add_argument("--heuristic", default=dtr_torch.DEFAULT_HEURISTIC)
     p.add_argument("--cost-clock", choices=("wall", "thread_cpu"), default="wall")
     p.add_argument("--park-released", action="store_true")
     p.add_argument("--restore", choices=("yield_when_full", "planned", "hold"), default="yield_when_full")

@@ -96,7 +96,7 @@ ov gpt-6x256-b8-overhead-interleaved --model gpt --batch 8 --pairs 3
 # three policies at 0.5, 0.3 and 0.2, each model's runs against one plain run.
 mkdir -p "$out/policies"
 pol() { name=$1; shift; "$py" -W ignore "$here/compare_configs.py" --ratios 0.5,0.3,0.2 --rounds 1 \
-    --config "dtr_eqclass:" --config "dtr_held_bounded:--heuristic dtr_held_bounded" \
+    --config "dtr_eqclass:--heuristic dtr_eqclass" --config "dtr_held_bounded:--heuristic dtr_held_bounded" \
     --config "dtr_held:--heuristic dtr_held" --json "$out/policies/$name.json" "$@" | tee "$out/policies/$name.txt"; }
 pol mobilenet_v2-b16 --model torchvision:mobilenet_v2 --batch 16 --size 128 --steps "$steps"
 pol densenet121-b16 $dn --steps "$steps"

@@ -2,7 +2,7 @@
 """dtr_torch: stock PyTorch training under a hard memory budget through dtr::runtime.
 
     import dtr_torch
-    with dtr_torch.Runtime(budget=64 << 20, heuristic="dtr_eqclass") as rt:
+    with dtr_torch.Runtime(budget=64 << 20) as rt:
         loss = loss_fn(model(x), y); loss.backward(); opt.step(); opt.zero_grad()
     print(rt.stats())
 
@@ -13,7 +13,11 @@ part (``dtr_torch.schema``, shared with bench/trace) works without it. See docs/
 _LAZY = ("Runtime", "DTRTensor", "OutOfMemoryError", "ThrashingError", "materialize", "outside",
          "allocator_stats", "reset_allocator_peak")
 
-__all__ = list(_LAZY)
+#: The policy a Runtime uses unless told otherwise: dtr_eqclass's scores through the indexed
+#: search, and the forecast's (dtr_next_use) where the program repeats a recorded step.
+DEFAULT_HEURISTIC = "indexed:dtr_next_use"
+
+__all__ = list(_LAZY) + ["DEFAULT_HEURISTIC"]
 
 
 def __getattr__(name):

@@ -20,6 +20,7 @@ from typing import Optional
 
 import torch
 
+from . import DEFAULT_HEURISTIC
 from . import schema as _schema
 
 try:  # installed: the extension sits in the package
@@ -212,9 +213,11 @@ class Runtime:
     """A dtr::runtime that executes PyTorch's operators inside ``with``.
 
     budget:      hard limit on the bytes of the storages the runtime manages (None: no limit)
-    heuristic:   eviction policy by name (dtr_eqclass, dtr, dtr_local, dtr_held,
-                 dtr_held_bounded, dtr_next_use, dtr_held_next_use, indexed:dtr_eqclass,
-                 indexed:dtr_next_use, lru, largest, msps)
+    heuristic:   eviction policy by name: indexed:dtr_next_use (the default: dtr_eqclass's
+                 scores through the indexed search, the forecast's where the program repeats
+                 a recorded step; docs/torch.md), dtr_eqclass, dtr, dtr_local, dtr_held,
+                 dtr_held_bounded, dtr_next_use, dtr_held_next_use, indexed:dtr_eqclass, lru,
+                 largest, msps
     device:      where tensors live ("cpu"; "cuda" with a CUDA build of PyTorch)
     remat_limit: total rematerialization time (ns) after which operators fail with
                  ThrashingError (None: no limit)
@@ -259,7 +262,7 @@ class Runtime:
                  the default: on, unless deterministic_costs, whose cost unit is not time)
     """
 
-    def __init__(self, budget: Optional[int] = None, heuristic: str = "dtr_eqclass",
+    def __init__(self, budget: Optional[int] = None, heuristic: Optional[str] = None,
                  device: str = "cpu", remat_limit: Optional[float] = None,
                  deterministic_costs: bool = False, inplace_rewrite: bool = True,
                  cost_clock: str = "wall", park_released: bool = False,
@@ -267,6 +270,7 @@ class Runtime:
                  host_memory: Optional[int] = None, offload_bandwidth: Optional[float] = None,
                  offload_latency_ns: float = 0.0, step_marks: str = "optimizer",
                  guard_forecast: bool = True, guard_charges_search: Optional[bool] = None):
+        heuristic = DEFAULT_HEURISTIC if heuristic is None else heuristic
         b = (1 << 64) - 1 if budget is None else int(budget)
         if b <= 0:
             raise ValueError(f"dtr_torch.Runtime: budget must be positive, got {budget}")

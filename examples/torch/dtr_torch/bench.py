@@ -46,6 +46,7 @@ from typing import Callable, List, Optional, Tuple
 
 import torch
 
+from . import DEFAULT_HEURISTIC
 from . import models as _models
 
 
@@ -313,7 +314,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--ratios", default="1,0.5,0.33,0.25")
-    p.add_argument("--heuristic", default="dtr_eqclass")
+    p.add_argument("--heuristic", default=DEFAULT_HEURISTIC)
     p.add_argument("--find-floor", action="store_true", help="bisect the lowest ratio that finishes")
     p.add_argument("--floor-iters", type=int, default=6, help="bisection steps for --find-floor")
     p.add_argument("--json", help="write the rows here (a JSON list)")

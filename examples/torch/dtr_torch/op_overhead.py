@@ -9,7 +9,8 @@ path, not the arithmetic:
 - chain: ``x = relu(x * a + b)`` on tensors of --size floats, chains of --chain operators (a
   third of them each of mul, add, relu) started afresh --chains times, as a step's
   activations are released at its end; the µs per operator of plain PyTorch and under a
-  ``dtr_torch.Runtime()`` without a budget, and their difference;
+  ``dtr_torch.Runtime()`` without a budget (its default policy, or --heuristic), and their
+  difference;
 - gpt: one training step (forward, backward, SGD with momentum) of a 2-layer GPT, d 64,
   sequence 32, batch 4, vocabulary 512: ms per step, the ATen operators per step (counted
   once with a pass-through TorchDispatchMode, outside the timings) and the µs the bridge adds
@@ -119,6 +120,8 @@ def main(argv: List[str] | None = None) -> int:
     p.add_argument("--size", type=int, default=4, help="elements of the chain's tensors")
     p.add_argument("--block", type=int, default=4, help="GPT steps of each kind per repetition (the first a warm-up)")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--heuristic", default=None,
+                   help="the runtime's policy by name (default: dtr_torch.Runtime's)")
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     p.add_argument("--json", help="write the figures here")
     a = p.parse_args(argv)
@@ -140,7 +143,7 @@ def main(argv: List[str] | None = None) -> int:
     bridge_us: List[float] = []
     for _ in range(a.reps):
         plain_us.append(chain())
-        with dtr_torch.Runtime(device=a.device):
+        with dtr_torch.Runtime(device=a.device, heuristic=a.heuristic):
             bridge_us.append(chain())
     cp, cb = statistics.median(plain_us), statistics.median(bridge_us)
 
@@ -157,7 +160,7 @@ def main(argv: List[str] | None = None) -> int:
             t = plain.step()
             if i > 0:
                 plain_ms.append(t)
-        with dtr_torch.Runtime(device=a.device):
+        with dtr_torch.Runtime(device=a.device, heuristic=a.heuristic):
             for i in range(a.block):
                 t = bridged.step()
                 if i > 0:

@@ -34,11 +34,14 @@ struct factored_core {
     using type = H;
     static H& of(H& h) noexcept { return h; }
 };
+//! A policy that reads the forecast and names its online policy (heuristics::next_use_aware).
 template <class H>
-    requires(!heuristics::factored_heuristic<H> && reads_forecast<H> && requires(H & h) {
-        typename H::online_type;
-        { h.online() } -> std::same_as<typename H::online_type&>;
-    } && heuristics::factored_heuristic<typename H::online_type>)
+concept forecast_over_online = reads_forecast<H> && requires {
+    typename H::online_type;
+};
+
+template <class H>
+    requires(!heuristics::factored_heuristic<H> && forecast_over_online<H>)
 struct factored_core<H> {
     using type = typename H::online_type;
     static type& of(H& h) noexcept { return h.online(); }
