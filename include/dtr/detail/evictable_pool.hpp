@@ -133,22 +133,27 @@ public:
     window_outcome evict_window(std::size_t bytes);
 
 private:
-    //! Whether the pool keeps its members nobody holds (kept after their last release) at
-    //! its front. Only for a heuristic with its own choose (a search strategy) that also
-    //! scores: the runtime then finds the kept members without scanning the held ones
-    //! (best_kept), where an exhaustive scan would cost what the strategy saves. A plain
-    //! scoring heuristic's pool stays in insertion order, which breaks its ties as the
-    //! published simulator does.
-    static constexpr bool kept_lead() noexcept {
+    //! A heuristic with its own choose (a search strategy) that also scores.
+    static constexpr bool scoring_strategy() noexcept {
         using H = typename Rt::heuristic_type;
         return choosing_heuristic<H, list_type> && scoring_heuristic<H>;
+    }
+
+    //! Whether the pool keeps its members nobody holds (kept after their last release) at
+    //! its front: for a scoring strategy under kept_priority::first (fixed at construction),
+    //! so that the runtime finds the kept members without scanning the held ones
+    //! (best_kept), where an exhaustive scan would cost what the strategy saves. Every other
+    //! pool stays in insertion order, which breaks a scan's ties as the published simulator
+    //! does (and a strategy's as the plain policy's under kept_priority::scored).
+    [[nodiscard]] bool kept_lead() const noexcept {
+        return scoring_strategy() && rt_.options_.kept == kept_priority::first;
     }
 
     //! The kept member of lowest score (the last lowest, as the scan), among the pool's
     //! leading members nobody holds; nullptr when there is none.
     storage_node<Backend, Meta>* best_kept(const heuristic_context& ctx) {
         storage_node<Backend, Meta>* best = nullptr;
-        if constexpr (kept_lead()) {
+        if constexpr (scoring_strategy()) {
             double best_score = std::numeric_limits<double>::infinity();
             std::uint64_t evaluations = 0;
             for (storage_node<Backend, Meta>& s : pool_) {
@@ -272,7 +277,7 @@ auto evictable_pool<Rt, Backend, Meta>::choose_victim() -> storage* {
 template <class Rt, class Backend, class Meta>
 bool evictable_pool<Rt, Backend, Meta>::evict_kept(std::size_t bytes) {
     using H = typename Rt::heuristic_type;
-    if constexpr (choosing_heuristic<H, list_type> && !kept_lead()) {
+    if constexpr (choosing_heuristic<H, list_type> && !scoring_strategy()) {
         return false; // a choose without scores: nothing orders the kept ones
     } else {
         if (!kept_go_first()) return false;
