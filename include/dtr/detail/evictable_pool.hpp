@@ -12,6 +12,7 @@
 #include <dtr/detail/dependency_graph.hpp>
 #include <dtr/offload.hpp>
 #include <dtr/options.hpp>
+#include <dtr/search/detail/forwarding.hpp>
 
 #include <boost/intrusive/list.hpp>
 
@@ -149,26 +150,20 @@ private:
         return scoring_strategy() && rt_.options_.kept == kept_priority::first;
     }
 
-    //! The kept member of lowest score (the last lowest, as the scan), among the pool's
-    //! leading members nobody holds; nullptr when there is none.
+    //! The kept member of lowest score among the pool's leading members nobody holds, by
+    //! the scan's rule (search::detail::last_lowest); nullptr when there is none.
     storage_node<Backend, Meta>* best_kept(const heuristic_context& ctx) {
-        storage_node<Backend, Meta>* best = nullptr;
+        search::detail::last_lowest<storage_node<Backend, Meta>> pick;
         if constexpr (scoring_strategy()) {
-            double best_score = std::numeric_limits<double>::infinity();
             std::uint64_t evaluations = 0;
             for (storage_node<Backend, Meta>& s : pool_) {
                 if (!storage::of(&s)->released) break; // the held members follow
                 ++evaluations;
-                const double score = score_against(rt_.heuristic_, s, ctx, best_score);
-                if (score <= best_score || best == nullptr) {
-                    best_score = score;
-                    best = &s;
-                }
-                if (score == 0) break;
+                if (!pick.offer(s, score_against(rt_.heuristic_, s, ctx, pick.best_score()))) break;
             }
             rt_.counters_.heuristic_evaluations += evaluations;
         }
-        return best;
+        return pick.best();
     }
 
     //! Whether the victim scan puts storages nobody holds before every held one now.
@@ -281,11 +276,14 @@ bool evictable_pool<Rt, Backend, Meta>::evict_kept(std::size_t bytes) {
         return false; // a choose without scores: nothing orders the kept ones
     } else {
         if (!kept_go_first()) return false;
-        std::size_t kept = 0; // one pass at worst, stopping once they are known to suffice
+        // One pass at worst, stopping once they are known to suffice; where the kept ones
+        // lead the pool (kept_lead), at the first held one.
+        const bool lead = kept_lead();
+        std::size_t kept = 0;
         for (const auto& node : pool_) {
             const auto& s = static_cast<const storage&>(node);
-            if (kept_lead() ? !s.released : !s.unheld()) {
-                if (kept_lead()) break; // the kept ones lead: none follows
+            if (lead ? !s.released : !s.unheld()) {
+                if (lead) break;
                 continue;
             }
             if ((kept += s.bytes) >= bytes) break;

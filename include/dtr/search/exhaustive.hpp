@@ -9,6 +9,20 @@
 
 namespace dtr::search {
 
+//! @brief The exhaustive scan of `pool` with `h`'s scores (bounded by the best so far where
+//! `h` takes a bound): the last lowest wins, a score of 0 stops it; nullptr for an empty
+//! pool. What search::exhaustive decides, and what search::indexed decides while the
+//! forecast its policy reads is in force.
+template <class Pool, class H>
+typename Pool::value_type* exhaustive_choice(Pool& pool, H& h, const heuristic_context& ctx) {
+    detail::last_lowest<typename Pool::value_type> pick;
+    for (auto& s : pool) {
+        ctx.count_evaluation();
+        if (!pick.offer(s, score_against(h, s, ctx, pick.best_score()))) break;
+    }
+    return pick.best();
+}
+
 //! @brief Scores every evictable storage with H and evicts the last one with the lowest
 //! score, stopping early at a score of 0: the runtime's default search and the published
 //! simulator's rule, made selectable (and timeable) like the other strategies.
@@ -33,14 +47,7 @@ public:
     //! @brief The victim by a full scan; nullptr for an empty pool.
     template <class Pool>
     typename Pool::value_type* choose(Pool& pool, const heuristic_context& ctx) {
-        using storage = typename Pool::value_type;
-        if (pool.empty()) return nullptr;
-        detail::last_lowest<storage> pick;
-        for (storage& s : pool) {
-            ctx.count_evaluation();
-            if (!pick.offer(s, score_against(this->inner_, s, ctx, pick.best_score()))) break;
-        }
-        return pick.best();
+        return exhaustive_choice(pool, this->inner_, ctx);
     }
 };
 

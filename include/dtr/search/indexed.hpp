@@ -10,6 +10,7 @@
 #include <dtr/heuristic/detail/dependent_list.hpp>
 #include <dtr/search/detail/forwarding.hpp>
 #include <dtr/search/detail/key_buckets.hpp>
+#include <dtr/search/exhaustive.hpp>
 
 #include <boost/intrusive/set.hpp>
 
@@ -383,16 +384,9 @@ template <class Pool>
 typename Pool::value_type* indexed<H>::choose(Pool& pool, const heuristic_context& ctx) {
     using storage = typename Pool::value_type;
     if constexpr (::dtr::reads_forecast<H>) {
-        // The scores read the forecast: no key bounds them. The policy's own scan (as
-        // search::exhaustive), so that the victim is the one the policy alone would take.
-        if (ctx.forecast != nullptr) {
-            detail::last_lowest<storage> pick;
-            for (storage& s : pool) {
-                ctx.count_evaluation();
-                if (!pick.offer(s, score_against(this->inner_, s, ctx, pick.best_score()))) break;
-            }
-            return pick.best();
-        }
+        // The scores read the forecast: no key bounds them. The policy's own scan, so that
+        // the victim is the one the policy alone would take.
+        if (ctx.forecast != nullptr) return exhaustive_choice(pool, this->inner_, ctx);
     } else {
         (void)pool;
     }
