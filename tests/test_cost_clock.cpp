@@ -81,7 +81,10 @@ TEST_CASE_TEMPLATE("an operator's measured cost leaves out the evictions its out
                    manual_clock_backend<true>, manual_clock_backend<false>) {
     constexpr bool readable = dtr::cost_clock<B>;
     CAPTURE(readable);
-    dtr::runtime<B, cheapest> rt;
+    // Measured costs as measured: to the step tracker these calls are one operator (one
+    // callable type, one input size) repeating, whose later calls would otherwise record the
+    // lowest cost seen (runtime_options::repeat_costs; tested below).
+    dtr::runtime<B, cheapest> rt(dtr::runtime_options{.repeat_costs = dtr::repeat_cost::measured});
     B& backend = rt.backend();
     tensor x = rt.constant(64, fill_with(0));
     tensor a = rt.call(ticking_add<readable>{&backend, 10}, {x});
@@ -108,4 +111,60 @@ TEST_CASE_TEMPLATE("an operator's measured cost leaves out the evictions its out
     CHECK(rt.stats().compute_cost == before + 5);
     CHECK(rt.stats().runtime_work_in_operators == (readable ? 3 * eviction_ns : 0));
     rt.check_invariants();
+}
+
+// runtime_options::repeat_costs: a call that follows the recorded step records the lowest cost
+// measured at its place so far; a call outside the step, and every call under `measured`, its
+// own measurement; a supplied cost is recorded as supplied.
+TEST_CASE("a call repeating the recorded step records the lowest cost measured at its place") {
+    using B = manual_clock_backend<true>;
+    for (const dtr::repeat_cost policy : {dtr::repeat_cost::lowest, dtr::repeat_cost::measured}) {
+        const bool lowest = policy == dtr::repeat_cost::lowest;
+        CAPTURE(lowest);
+        dtr::runtime<B, cheapest> rt(dtr::runtime_options{.repeat_costs = policy});
+        B& backend = rt.backend();
+        const tensor x = rt.constant(64, fill_with(0));
+        // What each of the step's three calls takes on the clock, step by step.
+        const std::vector<std::vector<dtr::cost_t>> measured = {
+            {50, 30, 70}, {40, 35, 70}, {45, 20, 90}, {60, 60, 60}};
+        const std::vector<std::vector<dtr::cost_t>> lowest_so_far = {
+            {50, 30, 70}, {40, 30, 70}, {40, 20, 70}, {40, 20, 60}};
+        auto recorded = [&](auto&& call) {
+            const dtr::cost_t before = rt.stats().compute_cost;
+            call();
+            return rt.stats().compute_cost - before;
+        };
+        for (std::size_t step = 0; step < measured.size(); ++step) {
+            CAPTURE(step);
+            rt.begin_step();
+            tensor t = x;
+            for (std::size_t k = 0; k < 3; ++k) {
+                CAPTURE(k);
+                const dtr::cost_t got = recorded([&] {
+                    t = rt.call(ticking_add<true>{&backend, measured[step][k]}, {t});
+                });
+                CHECK(got == (lowest ? lowest_so_far[step][k] : measured[step][k]));
+            }
+            CHECK(rt.step_state().following == (step > 0));
+        }
+        // A step that leaves the recording at its first call (another input size): its calls
+        // record what they measured, lower or not.
+        rt.begin_step();
+        const tensor y = rt.constant(128, fill_with(0));
+        tensor t = y;
+        for (std::size_t k = 0; k < 3; ++k)
+            CHECK(recorded([&] { t = rt.call(ticking_add<true>{&backend, 100}, {t}); }) == 100);
+        CHECK_FALSE(rt.step_state().following);
+        // Supplied costs are recorded as supplied in a followed step too.
+        rt.begin_step(); // the 128-byte step is now the recording
+        t = y;
+        CHECK(recorded([&] {
+                  t = rt.call(ticking_add<true>{&backend, 100}, {t}, {.cost = 500});
+              }) == 500);
+        CHECK(rt.step_state().following);
+        CHECK(recorded([&] {
+                  t = rt.call(ticking_add<true>{&backend, 150}, {t});
+              }) == (lowest ? 100 : 150));
+        rt.check_invariants();
+    }
 }

@@ -342,6 +342,53 @@ TEST_CASE("the forecast guard judges steps that leave the recording, and keeps i
     }
 }
 
+namespace {
+
+//! A policy the forecast helps: with one it evicts the storage read last (Belady's rule);
+//! without one, the one used last (in the program above: a4, the dear one).
+struct helped_by_forecast {
+    struct storage_data {};
+    template <class Storage>
+    double score(const Storage& s, const dtr::heuristic_context& ctx) const noexcept {
+        if (ctx.forecast != nullptr) {
+            const double d = ctx.forecast->time_to_next_use(s);
+            if (d >= 0) return -d;
+        }
+        return -static_cast<double>(s.last_access());
+    }
+};
+static_assert(dtr::heuristic<helped_by_forecast>);
+
+} // namespace
+
+TEST_CASE("the forecast guard measures a step that leaves the recording at once as online") {
+    // A training loop's first step differs from the later ones and has more room (no
+    // optimizer state yet). Here: step 0 runs the program on 99-byte tensors, which fit
+    // without evicting. Step 1, the 100-byte program, leaves step 0's recording after its
+    // first call and runs on the online scores (a4 evicted, 10 recomputed): it is the online
+    // measurement. Steps 2 and later follow step 1's recording; with the forecast a1 goes (1),
+    // which wins against step 1, so the forecast is never withheld. Judged against step 0
+    // (nothing recomputed) instead, step 2 would lose and step 3 run online for 10.
+    dtr::runtime<dtr::host_backend, helped_by_forecast> rt(
+        {.budget = one_of_four, .dealloc = dtr::dealloc_policy::eager_evict});
+    dtr::tensor x = rt.constant(8, dtr_test::fill_with(1));
+    evict_one_run out;
+    evict_one_of_four_step(rt, x, 99, out);
+    for (int step = 1; step < 6; ++step) evict_one_of_four_step(rt, x, 100, out);
+    CHECK(out.remat_per_step == std::vector<double>{0, 10, 1, 1, 1, 1});
+    CHECK(out.withheld == 0);
+    CHECK(rt.stats().step_divergences == 1);
+    // The same program without the first step's difference: step 0 is the online measurement
+    // (10), the forecast wins from step 1 on.
+    dtr::runtime<dtr::host_backend, helped_by_forecast> same(
+        {.budget = one_of_four, .dealloc = dtr::dealloc_policy::eager_evict});
+    dtr::tensor y = same.constant(8, dtr_test::fill_with(1));
+    evict_one_run same_out;
+    for (int step = 0; step < 4; ++step) evict_one_of_four_step(same, y, 100, same_out);
+    CHECK(same_out.remat_per_step == std::vector<double>{10, 1, 1, 1});
+    CHECK(same_out.values == std::vector<unsigned>(out.values.begin() + 8, out.values.end()));
+}
+
 TEST_CASE("the forecast guard tries the forecast of a new program at once") {
     // Six steps of the misleading program (the forecast lost twice: steps 1 and 4), then the
     // program changes (101-byte tensors): its first step is recorded, and the next one gets

@@ -11,7 +11,7 @@ for --rounds rounds (A, B, A, B, ...), every row against the same plain run.
 
 A configuration is NAME:OPTIONS with the bench's runtime options (--heuristic, --cost-clock,
 --park-released, --restore, --thrash-factor, --no-forecast-guard, --guard-recompute-only,
---deterministic-costs). Prints
+--deterministic-costs, --repeat-costs). Prints
 the bench's table with a configuration column; --json writes the rows (each with "config").
 """
 
@@ -49,6 +49,7 @@ def main():
     cp.add_argument("--no-forecast-guard", action="store_true")
     cp.add_argument("--guard-recompute-only", action="store_true")
     cp.add_argument("--deterministic-costs", action="store_true")
+    cp.add_argument("--repeat-costs", choices=("lowest", "measured"), default="lowest")
     configs = []
     for c in a.config:
         name, _, opts = c.partition(":")
@@ -78,6 +79,7 @@ def main():
         print(f"# config {name}: heuristic {ns.heuristic}, cost clock {ns.cost_clock}, park released "
               f"{'yes' if ns.park_released else 'no'}, restore {ns.restore}, thrash factor {ns.thrash_factor:g}"
               f"{', deterministic costs' if ns.deterministic_costs else ''}"
+              f"{', measured costs in repeated steps' if ns.repeat_costs == 'measured' else ''}"
               f"{', forecast unguarded' if ns.no_forecast_guard else ''}"
               f"{', guard on recomputation only' if ns.guard_recompute_only else ''}")
     print(f"{'config':>10} {'round':>5} {'ratio':>7} {'budget':>9} {'status':>6} {'rt peak':>9} {'alloc pk':>9} "

@@ -176,6 +176,23 @@ enum class step_learning : std::uint8_t {
     off,
 };
 
+//! @brief What a call that repeats the recorded step records as its cost, where the backend
+//! measures it (call_options::cost left empty; not for dtr::deferred_costs backends, whose
+//! measurements arrive later).
+enum class repeat_cost : std::uint8_t {
+    //! The lowest cost measured at its place in the step so far, this run's included. Timing
+    //! noise only ever adds to an operator's time, so the lowest measurement is its steadiest
+    //! estimate; and with the same costs from step to step, the policy's scores and the clock
+    //! it dates storages by repeat too, so the same program takes the same victims in every
+    //! step instead of victims redrawn by noise near a tight budget. Calls are the same
+    //! operator by call_options::op_key (default: the callable's type): a program that runs
+    //! differently priced operators through one callable type passes op_key (or chooses
+    //! `measured`), or the step tracker takes them for one operator. The default.
+    lowest,
+    //! This run's measurement, as for a call outside any recorded step.
+    measured,
+};
+
 //! @brief Construction-time settings of a runtime.
 struct runtime_options {
     //! Hard limit on resident bytes (sum of the sizes of resident storages, plus buffers of
@@ -242,10 +259,13 @@ struct runtime_options {
     //! The longest step the runtime records, in events (calls, and pins outside calls): a
     //! longer step gets no forecast. Bounds the recording's memory: at most 2 x step_limit
     //! recent events (56 bytes each, plus 8 per input and output) and a step of at most
-    //! step_limit events (32 bytes each, plus 8 per input and output): 216 bytes for an event
-    //! with two inputs and one output, 13.5 MiB at the default limit, held only as the program
+    //! step_limit events (40 bytes each, plus 8 per input and output): 224 bytes for an event
+    //! with two inputs and one output, 14 MiB at the default limit, held only as the program
     //! runs that many calls.
     std::uint32_t step_limit = 1U << 16;
+    //! The cost a call that follows the recorded step records, where the backend measures it
+    //! (repeat_cost).
+    repeat_cost repeat_costs = repeat_cost::lowest;
     //! Whether the forecast is withheld from the steps after one where it cost more
     //! recomputation (per unit of compute) than the last step run on the policy's online
     //! scores (docs/design.md, "The forecast guard"). After such a loss the steps run online

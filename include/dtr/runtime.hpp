@@ -617,9 +617,12 @@ void runtime<B, H>::call_impl(Op&& op, std::span<const tensor> inputs, std::size
         steps_.before_call(
             *record, options.op_key != 0 ? options.op_key : detail::type_key<std::decay_t<Op>>());
     touch_inputs(*record);
-    remat_.secure_inputs(*record);           // pinned, evicted ones recomputed
-    exec_.run(*record, false, options.cost); // on failure: buffers freed, inputs unpinned
-    if (steps) steps_.after_run(*record);    // the forecast's stamps; never throws
+    remat_.secure_inputs(*record); // pinned, evicted ones recomputed
+    // on failure: buffers freed, inputs unpinned
+    exec_.run(
+        *record, false, options.cost,
+        steps && !options.cost ? steps_.cost_ceiling() : std::numeric_limits<cost_t>::infinity());
+    if (steps) steps_.after_run(*record); // the forecast's stamps; never throws
     exec_.commit(std::move(record), results, mutated_nodes);
     if (options_.offload_ahead != 0) offload_.copy_ahead();
 }

@@ -69,6 +69,11 @@ bridge::bridge(const bridge_options& opts) : table_(std::make_shared<block_table
     o.offload_constants = false;
     o.guard_forecast = opts.guard_forecast;
     o.guard_charges_search = opts.guard_charges_search;
+    if (opts.repeat_costs == "measured")
+        o.repeat_costs = dtr::repeat_cost::measured;
+    else if (opts.repeat_costs != "lowest")
+        throw std::invalid_argument("dtr_torch: repeat_costs must be lowest or measured, not '" +
+                                    opts.repeat_costs + "'");
     if (opts.host_memory != 0)
         enable_offload(o, opts.host_memory, opts.offload_bandwidth, opts.offload_latency_ns);
     rt_ = std::shared_ptr<runtime_iface>(make_runtime(opts.heuristic, o, table_));

@@ -34,8 +34,9 @@ struct bridge_options {
     std::size_t host_memory = 0;  //!< 0: no host tier
     double offload_bandwidth = 0; //!< bytes/s; 0 measures the link
     double offload_latency_ns = 0;
-    bool guard_forecast = true;        //!< runtime_options::guard_forecast
-    bool guard_charges_search = false; //!< runtime_options::guard_charges_search
+    bool guard_forecast = true;          //!< runtime_options::guard_forecast
+    bool guard_charges_search = false;   //!< runtime_options::guard_charges_search
+    std::string repeat_costs = "lowest"; //!< runtime_options::repeat_costs
 };
 
 class bridge : public std::enable_shared_from_this<bridge> {

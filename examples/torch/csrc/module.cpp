@@ -151,29 +151,30 @@ PYBIND11_MODULE(_dtr_torch, m) {
         .def_readonly("name", &op_info::name);
 
     py::class_<bridge, std::shared_ptr<bridge>>(m, "Bridge")
-        .def(
-            py::init([](std::size_t budget, const std::string& heuristic, const std::string& device,
-                        const std::string& restore, const std::string& dealloc,
-                        std::size_t host_memory, double offload_bandwidth,
-                        double offload_latency_ns, bool guard_forecast, bool guard_charges_search) {
-                bridge_options o;
-                o.budget = budget;
-                o.heuristic = heuristic;
-                o.device = device;
-                o.restore = restore;
-                o.dealloc = dealloc;
-                o.host_memory = host_memory;
-                o.offload_bandwidth = offload_bandwidth;
-                o.offload_latency_ns = offload_latency_ns;
-                o.guard_forecast = guard_forecast;
-                o.guard_charges_search = guard_charges_search;
-                return std::make_shared<bridge>(o);
-            }),
-            py::arg("budget"), py::arg("heuristic"), py::arg("device"),
-            py::arg("restore") = "yield_when_full", py::arg("dealloc") = "eager_evict",
-            py::arg("host_memory") = 0, py::arg("offload_bandwidth") = 0.0,
-            py::arg("offload_latency_ns") = 0.0, py::arg("guard_forecast") = true,
-            py::arg("guard_charges_search") = false)
+        .def(py::init([](std::size_t budget, const std::string& heuristic,
+                         const std::string& device, const std::string& restore,
+                         const std::string& dealloc, std::size_t host_memory,
+                         double offload_bandwidth, double offload_latency_ns, bool guard_forecast,
+                         bool guard_charges_search, const std::string& repeat_costs) {
+                 bridge_options o;
+                 o.budget = budget;
+                 o.heuristic = heuristic;
+                 o.device = device;
+                 o.restore = restore;
+                 o.dealloc = dealloc;
+                 o.host_memory = host_memory;
+                 o.offload_bandwidth = offload_bandwidth;
+                 o.offload_latency_ns = offload_latency_ns;
+                 o.guard_forecast = guard_forecast;
+                 o.guard_charges_search = guard_charges_search;
+                 o.repeat_costs = repeat_costs;
+                 return std::make_shared<bridge>(o);
+             }),
+             py::arg("budget"), py::arg("heuristic"), py::arg("device"),
+             py::arg("restore") = "yield_when_full", py::arg("dealloc") = "eager_evict",
+             py::arg("host_memory") = 0, py::arg("offload_bandwidth") = 0.0,
+             py::arg("offload_latency_ns") = 0.0, py::arg("guard_forecast") = true,
+             py::arg("guard_charges_search") = false, py::arg("repeat_costs") = "lowest")
         .def_property_readonly("id", &bridge::id)
         .def("enter", &bridge::enter)
         .def("exit", &bridge::exit)

@@ -260,6 +260,10 @@ class Runtime:
                  each step the runtime's victim search time, so that a forecast whose
                  scoring costs more time than its recomputation saves is withheld too (None,
                  the default: on, unless deterministic_costs, whose cost unit is not time)
+    repeat_costs: runtime_options::repeat_costs: what an operator that repeats the recorded
+                 step records as its measured cost: "lowest" (the default: the lowest time
+                 measured for it at its place in the step, so that timing noise does not
+                 redraw the victims from step to step) or "measured" (this call's time)
     """
 
     def __init__(self, budget: Optional[int] = None, heuristic: Optional[str] = None,
@@ -269,7 +273,8 @@ class Runtime:
                  restore: str = "yield_when_full", dealloc: str = "eager_evict",
                  host_memory: Optional[int] = None, offload_bandwidth: Optional[float] = None,
                  offload_latency_ns: float = 0.0, step_marks: str = "optimizer",
-                 guard_forecast: bool = True, guard_charges_search: Optional[bool] = None):
+                 guard_forecast: bool = True, guard_charges_search: Optional[bool] = None,
+                 repeat_costs: str = "lowest"):
         heuristic = DEFAULT_HEURISTIC if heuristic is None else heuristic
         b = (1 << 64) - 1 if budget is None else int(budget)
         if b <= 0:
@@ -293,7 +298,7 @@ class Runtime:
                                    float(offload_bandwidth or 0.0), float(offload_latency_ns),
                                    bool(guard_forecast),
                                    not deterministic_costs if guard_charges_search is None
-                                   else bool(guard_charges_search))
+                                   else bool(guard_charges_search), str(repeat_costs))
         self._bridge.set_cost_clock(cost_clock)
         self._bridge.set_park_released(bool(park_released))
         if remat_limit is not None:

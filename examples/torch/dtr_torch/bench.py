@@ -29,6 +29,10 @@ memory when two transfers cost less than recomputing them, and three more column
 copies out, the copies back and the tier's peak bytes (outside the budget and outside the
 allocator peak). The transfer model (bandwidth and latency) is measured once, before the
 runs, unless ``--offload-bandwidth`` sets it.
+
+A finished row's JSON also holds every step's CPU time (``step_cpu_s``) and, in ``per_step``,
+each step's recomputations, recomputation and victim search time, forecast calls, withheld
+steps and divergences: which step learned the program, which ran with the forecast.
 """
 
 from __future__ import annotations
@@ -93,8 +97,17 @@ class _Run:
         self.cpu_times: List[float] = []
         self.alloc_peak = 0
         self.stats: dict = {}
+        # under a runtime: after each step, the counters of _STEP_COUNTERS (cumulative)
+        self.step_counters: List[dict] = []
         self.state_bytes = 0
         self.param_bytes = 0
+
+
+# The runtime's counters recorded after every step (a row's "per_step": each step's own
+# share), to tell the step that learns, the steps the forecast ran and those the guard
+# withheld it from apart.
+_STEP_COUNTERS = ("rematerializations", "remat_cost_ns", "forecast_calls", "forecast_withheld",
+                  "step_divergences", "victim_search_ns")
 
 
 def _train(factory, batch: int, steps: int, seed: int, optimizer: str, runtime=None,
@@ -141,6 +154,9 @@ def _train(factory, batch: int, steps: int, seed: int, optimizer: str, runtime=N
             run.times.append(time.perf_counter() - t0)
             run.cpu_times.append(time.thread_time() - c0)
             run.loss = dtr_torch.materialize(loss.detach())  # as a user logging the loss would
+            if runtime is not None:
+                st = runtime.stats()
+                run.step_counters.append({k: st[k] for k in _STEP_COUNTERS})
 
     if runtime is None:
         loop()
@@ -182,6 +198,17 @@ def _mean_after_warmup(times: List[float]) -> float:
     return statistics.fmean(times[1:] if len(times) > 1 else times)
 
 
+def _per_step(cumulative: List[dict]) -> dict:
+    """Each step's share of the counters recorded after every step: {counter: [per step]}."""
+    out = {k: [] for k in _STEP_COUNTERS}
+    prev = {k: 0 for k in _STEP_COUNTERS}
+    for c in cumulative:
+        for k in _STEP_COUNTERS:
+            out[k].append(c[k] - prev[k])
+        prev = c
+    return out
+
+
 def _row(model: str, ratio: float, budget: int, plain: _Run, peak: int, floor,
          run: Optional[_Run], status: str, error: str = "") -> dict:
     row = {"model": model, "ratio": ratio, "budget_bytes": budget, "status": status,
@@ -213,6 +240,7 @@ def _row(model: str, ratio: float, budget: int, plain: _Run, peak: int, floor,
         # the mean counts the odd dear step a median hides (the forecast guard's tries)
         row["step_cpu_ratio_mean"] = _mean_after_warmup(run.cpu_times) / _mean_after_warmup(plain.cpu_times)
         row["step_cpu_s"] = run.cpu_times  # each step's, the first included
+        row["per_step"] = _per_step(run.step_counters)
         row["allocator_peak_bytes"] = run.alloc_peak
     if error:
         row["error"] = error
@@ -234,7 +262,7 @@ def _attempt(args, factory, ratio: float, peak: int, plain: _Run, floor: float) 
                offload_bandwidth=args.offload_bandwidth, offload_latency_ns=args.offload_latency_ns,
                guard_forecast=not args.no_forecast_guard,
                guard_charges_search=not deterministic and not args.guard_recompute_only,
-               deterministic_costs=deterministic)
+               deterministic_costs=deterministic, repeat_costs=getattr(args, "repeat_costs", "lowest"))
     if getattr(args, "tier_floor", None) is not None:
         row["physical_floor_with_tier"] = args.tier_floor
     return row, run
@@ -261,7 +289,8 @@ def _attempt_once(args, factory, ratio: float, peak: int, plain: _Run, floor: fl
                            guard_forecast=not args.no_forecast_guard,
                            deterministic_costs=deterministic,
                            # search time is not in the deterministic unit: recomputation only
-                           guard_charges_search=None if deterministic else not args.guard_recompute_only)
+                           guard_charges_search=None if deterministic else not args.guard_recompute_only,
+                           repeat_costs=getattr(args, "repeat_costs", "lowest"))
     run = _Run()
     try:
         run = _train(factory, args.batch, args.steps, args.seed, args.optimizer, rt, args.device)
@@ -340,6 +369,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                    "same decisions in every run, so that configurations differ by their policy, not by "
                    "timing noise; the forecast guard then compares recomputation only, and the thrash "
                    "limit is --thrash-factor times the unlimited run's costs in that unit")
+    p.add_argument("--repeat-costs", choices=("lowest", "measured"), default="lowest",
+                   help="what an operator repeating the recorded step records as its measured cost: the lowest "
+                   "time measured at its place in the step, or this call's (dtr_torch.Runtime repeat_costs)")
     p.add_argument("--park-released", action="store_true",
                    help="released storages that records still read stay resident until evicted (dtr_torch.Runtime)")
     p.add_argument("--restore", choices=("yield_when_full", "planned", "hold"), default="yield_when_full",
@@ -398,6 +430,7 @@ def main(argv: Optional[List[str]] = None) -> int:
           f"optimizer {a.optimizer} cost-clock {a.cost_clock} park-released {'yes' if a.park_released else 'no'} "
           f"restore {a.restore} thrash-factor {a.thrash_factor:g}"
           f"{' deterministic-costs' if a.deterministic_costs else ''}"
+          f"{' repeat-costs measured' if a.repeat_costs == 'measured' else ''}"
           f"{' no-forecast-guard' if a.no_forecast_guard else ''}"
           f"{' guard-recompute-only' if a.guard_recompute_only else ''}"
           + (f" host-memory {_fmt_bytes(a.host_memory)}" if a.host_memory else ""))

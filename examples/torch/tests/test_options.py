@@ -3,7 +3,8 @@
 budgets in multiples of its physical floor, bit-identical to plain PyTorch: released storages
 parked (park_released), the policies added to the bridge (dtr_held_bounded,
 indexed:dtr_eqclass, indexed:dtr_next_use), restore_pins::hold and planned, and costs on the thread's CPU clock (measured, so
-the evictions vary from run to run; the values may not)."""
+the evictions vary from run to run; the values may not), also recorded as measured in
+repeated steps (repeat_costs="measured")."""
 
 import sys
 
@@ -21,7 +22,10 @@ def main():
     check_model("narrow resnet, indexed:dtr_next_use", make, heuristic="indexed:dtr_next_use")
     check_model("narrow resnet, restore hold", make, restore="hold")
     check_model("narrow resnet, restore planned", make, restore="planned")
-    check_model("narrow resnet, thread_cpu costs", make, deterministic_costs=False, cost_clock="thread_cpu")
+    # 4 steps: from the third on the steps follow the recording, whose lowest costs they record
+    check_model("narrow resnet, thread_cpu costs", make, steps=4, deterministic_costs=False, cost_clock="thread_cpu")
+    check_model("narrow resnet, thread_cpu costs as measured in repeated steps", make, deterministic_costs=False,
+                cost_clock="thread_cpu", repeat_costs="measured")
     # parking happens (once the budget binds), and never at ratio 1.0
     peak, floor = peak_of(make, 2)
     for budget, expect in ((peak, False), (int(2.2 * floor), True)):
@@ -38,6 +42,13 @@ def main():
         assert "park_released" in str(e) and "banish" in str(e), e
     else:
         raise AssertionError("park_released with dealloc='banish' was accepted")
+    # an unknown repeat_costs is refused, named
+    try:
+        dtr_torch.Runtime(repeat_costs="median")
+    except ValueError as e:
+        assert "repeat_costs" in str(e) and "median" in str(e), e
+    else:
+        raise AssertionError("repeat_costs='median' was accepted")
     # measured costs leave out the evictions made inside operators (dtr::cost_clock)
     rt = dtr_torch.Runtime(budget=int(2.2 * floor), cost_clock="thread_cpu")
     train(make, 2, rt)

@@ -51,14 +51,16 @@ public:
                                const call_options& options, std::span<storage* const> mutated);
 
     //! @brief Runs `o`, whose inputs are pinned: a first run (`remat` false, cost
-    //! `supplied` or measured) or a recomputation refilling its evicted products.
+    //! `supplied`, or measured and at most `ceiling`: runtime_options::repeat_costs) or a
+    //! recomputation refilling its evicted products.
     //! Throws: whatever allocating, the operator or the backend throws; every buffer of the
     //! attempt is then freed and the inputs unpinned.
     //! (`supplied` by reference: copying a disengaged optional copies its uninitialized
     //! payload, which g++ 14 at -O3 reports as -Wmaybe-uninitialized through mutate().)
-    void run(op& o, bool remat, const std::optional<cost_t>& supplied) {
+    void run(op& o, bool remat, const std::optional<cost_t>& supplied,
+             cost_t ceiling = std::numeric_limits<cost_t>::infinity()) {
         try {
-            execute(o, remat, supplied);
+            execute(o, remat, supplied, ceiling);
         } catch (...) {
             rt_.unpin_inputs(o);
             throw;
@@ -106,7 +108,7 @@ private:
         bool reuse = false;     //!< written in the old version's block (no copy)
     };
 
-    void execute(op& o, bool remat, const std::optional<cost_t>& supplied);
+    void execute(op& o, bool remat, const std::optional<cost_t>& supplied, cost_t ceiling);
     //! Throws dtr::logic_error unless `measured`, the cost the backend measured for `o`, is
     //! a finite number >= 0.
     void check_measured_cost(const op& o, cost_t measured) const;
@@ -169,8 +171,8 @@ auto execution<Rt, Backend, Meta>::record(F&& f, std::span<const tensor> inputs,
 }
 
 template <class Rt, class Backend, class Meta>
-void execution<Rt, Backend, Meta>::execute(op& o, bool remat,
-                                           const std::optional<cost_t>& supplied) {
+void execution<Rt, Backend, Meta>::execute(op& o, bool remat, const std::optional<cost_t>& supplied,
+                                           cost_t ceiling) {
     if constexpr (deferred_costs<Backend>) rt_.costs_.prepare();
     op_ = &o;
     remat_ = remat;
@@ -230,8 +232,8 @@ void execution<Rt, Backend, Meta>::execute(op& o, bool remat,
         measured = std::max<cost_t>(measured - runtime_work_, 0);
         stats.runtime_work_in_operators += runtime_work_;
     }
-    const cost_t cost =
-        !remat ? supplied.value_or(measured) : (o.cost_supplied ? o.cost : measured);
+    const cost_t cost = !remat ? supplied.value_or(std::min(measured, ceiling))
+                               : (o.cost_supplied ? o.cost : measured);
     if (!remat) o.cost = cost;
     rt_.clock_ += cost;
     if (remat) {

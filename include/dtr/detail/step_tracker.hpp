@@ -6,6 +6,7 @@
 #pragma once
 
 #include <dtr/counters.hpp>
+#include <dtr/deferred_cost.hpp>
 #include <dtr/detail/dependency_graph.hpp>
 #include <dtr/detail/forecast_guard.hpp>
 #include <dtr/options.hpp>
@@ -44,7 +45,9 @@ template <class T>
 //! (heuristic_context::forecast is null from there on), so a policy is back on its online
 //! scores from the next victim it chooses; a call whose signature differs runs without it.
 //! Each step boundary is also a period boundary of the forecast guard (forecast_guard.hpp),
-//! which withholds the forecast from the steps after one where it cost more.
+//! which withholds the forecast from the steps after one where it cost more. Each event of
+//! the step also keeps the lowest cost measured for it, which a call following the step
+//! records instead of a higher measurement (runtime_options::repeat_costs).
 //!
 //! Where steps come from:
 //! - marks (runtime::begin_step): the events between two marks are the step; a step that
@@ -56,7 +59,7 @@ template <class T>
 //!   windows is O(1) with rolling hashes of the signatures.
 //!
 //! Memory: the recent events (at most 2 x step_limit; 56 bytes each, 8 per slot) and the
-//! step (at most step_limit events; 32 bytes each, 8 per slot). Per event: O(inputs +
+//! step (at most step_limit events; 40 bytes each, 8 per slot). Per event: O(inputs +
 //! outputs), plus at most 8 hash probes while learning without marks.
 template <class Rt, class Backend, class Meta>
 class step_tracker : collaborator<Rt, Backend, Meta> {
@@ -93,6 +96,20 @@ public:
 
     //! @brief Before a program's call `o` runs: whether it is the recorded step's next call.
     void before_call(const op& o, std::uint64_t key) noexcept { expect(call_signature(o, key)); }
+
+    //! @brief Returns: the most the call announced by before_call may record as its measured
+    //! cost: the lowest measured at its place in the recorded step, while the program follows
+    //! the step (whether or not the guard gives this step the forecast) and
+    //! runtime_options::repeat_costs asks for it; infinity otherwise.
+    [[nodiscard]] cost_t cost_ceiling() const noexcept {
+        if constexpr (deferred_costs<Backend>) {
+            return std::numeric_limits<cost_t>::infinity(); // the cost arrives after the call
+        } else {
+            if (!following_ || rt_.options_.repeat_costs != repeat_cost::lowest)
+                return std::numeric_limits<cost_t>::infinity();
+            return step_[pos_].lowest_cost;
+        }
+    }
 
     //! @brief After the program pinned `s` (runtime::pin): a read outside any call, an event of
     //! the step like a call (the end of a step often reads its results this way).
@@ -180,6 +197,7 @@ private:
     struct step_call {
         std::uint64_t call_sig;
         std::uint64_t result_sig;
+        cost_t lowest_cost;       //!< the lowest cost recorded at this place (cost_ceiling)
         std::uint32_t first_slot; //!< index of its first slot in prev_ / next_
         std::uint32_t slots;
     };
@@ -241,6 +259,7 @@ private:
     void diverge() noexcept {
         following_ = false;
         ++rt_.counters_.step_divergences;
+        guard_.left(rt_.counters_.compute_cost);
     }
 
     //! The step ran to its end as recorded: the next period begins.
@@ -335,6 +354,7 @@ private:
         next_slot_ += slots;
         ++next_call_;
         if (follows) {
+            step_[pos_].lowest_cost = std::min(step_[pos_].lowest_cost, cost);
             ++pos_;
             forecast_.now_ = base_call_ + pos_;
         } else if (!marks_seen_ && rt_.options_.steps == step_learning::automatic) {
@@ -419,7 +439,7 @@ private:
         for (std::size_t i = 0; i < length; ++i) {
             const recorded_call& c = hist_[a + i];
             const auto rel = static_cast<std::uint32_t>(c.first_slot - slot0);
-            step_[i] = {c.call_sig, c.result_sig, rel, c.slots};
+            step_[i] = {c.call_sig, c.result_sig, c.cost, rel, c.slots};
             prefix_[i + 1] = prefix_[i] + c.cost;
             for (std::uint32_t k = 0; k < c.slots; ++k) {
                 const std::uint64_t link = hist_prev_[h0 + rel + k];
