@@ -30,9 +30,11 @@ copies out, the copies back and the tier's peak bytes (outside the budget and ou
 allocator peak). The transfer model (bandwidth and latency) is measured once, before the
 runs, unless ``--offload-bandwidth`` sets it.
 
-A finished row's JSON also holds every step's CPU time (``step_cpu_s``) and, in ``per_step``,
-each step's recomputations, recomputation and victim search time, forecast calls, withheld
-steps and divergences: which step learned the program, which ran with the forecast.
+A finished row's JSON also holds every step's CPU time (``step_cpu_s``), and every row in
+``per_step`` each step's recomputations, recomputation and victim search time, forecast
+calls, withheld steps and divergences (a stopped run's last entry: the step it stopped in, up
+to where it stopped): which step learned the program, which ran with the forecast, which ran
+away.
 """
 
 from __future__ import annotations
@@ -111,7 +113,9 @@ _STEP_COUNTERS = ("rematerializations", "remat_cost_ns", "forecast_calls", "fore
 
 
 def _train(factory, batch: int, steps: int, seed: int, optimizer: str, runtime=None,
-           device: str = "cpu") -> _Run:
+           device: str = "cpu", run: Optional[_Run] = None) -> _Run:
+    """Trains `steps` steps (under `runtime` if given) into `run` (a new _Run if None): a run
+    that raises keeps, in the `run` passed, the step times and counters of its finished steps."""
     import dtr_torch
     gc.collect()
     cuda = device.startswith("cuda")
@@ -137,7 +141,7 @@ def _train(factory, batch: int, steps: int, seed: int, optimizer: str, runtime=N
     else:
         opt = torch.optim.SGD(params, lr=0.01, momentum=0.9)
     torch.manual_seed(seed + 1)
-    run = _Run()
+    run = _Run() if run is None else run
 
     def loop():
         for _ in range(steps):
@@ -231,6 +235,13 @@ def _row(model: str, ratio: float, budget: int, plain: _Run, peak: int, floor,
         row["constant_offloads"] = run.stats["constant_offloads"]  # gradients, optimizer state
         row["copy_backs"] = run.stats["copy_backs"]
         row["host_peak_bytes"] = run.stats["peak_host_bytes"]
+    if run is not None and (run.step_counters or (status != "ok" and run.stats)):
+        # every step, also in a run that stopped: its last entry is then the step it stopped
+        # in, up to where it stopped (which step ran away)
+        counters = list(run.step_counters)
+        if status != "ok" and run.stats:
+            counters.append({k: run.stats[k] for k in _STEP_COUNTERS})
+        row["per_step"] = _per_step(counters)
     if status == "ok":
         row["bit_identical"] = _identical(plain, run)
         row["step_time_ratio"] = _median_after_warmup(run.times) / _median_after_warmup(plain.times)
@@ -240,7 +251,6 @@ def _row(model: str, ratio: float, budget: int, plain: _Run, peak: int, floor,
         # the mean counts the odd dear step a median hides (the forecast guard's tries)
         row["step_cpu_ratio_mean"] = _mean_after_warmup(run.cpu_times) / _mean_after_warmup(plain.cpu_times)
         row["step_cpu_s"] = run.cpu_times  # each step's, the first included
-        row["per_step"] = _per_step(run.step_counters)
         row["allocator_peak_bytes"] = run.alloc_peak
     if error:
         row["error"] = error
@@ -293,7 +303,7 @@ def _attempt_once(args, factory, ratio: float, peak: int, plain: _Run, floor: fl
                            repeat_costs=getattr(args, "repeat_costs", "lowest"))
     run = _Run()
     try:
-        run = _train(factory, args.batch, args.steps, args.seed, args.optimizer, rt, args.device)
+        _train(factory, args.batch, args.steps, args.seed, args.optimizer, rt, args.device, run)
         return _row(args.model, ratio, budget, plain, peak, floor, run, "ok"), run
     except dtr_torch.OutOfMemoryError as e:
         run.stats = rt.stats()

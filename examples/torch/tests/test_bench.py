@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """python3 -m dtr_torch.bench end to end on small models: a FILE.py:FACTORY model with
 --find-floor and --json, --deterministic-costs, and a torchvision model; the rows carry the
-documented fields."""
+documented fields, and every step's counters (per_step), a stopped run's too."""
 
 import json
 import os
@@ -55,6 +55,12 @@ def main():
                 assert r["bit_identical"] is True and r["runtime_peak_bytes"] <= r["budget_bytes"], r
             else:
                 assert r["error"], r
+        # per_step: one entry per step, summing to the row's totals; a stopped run's last
+        # entry is the step it stopped in (the oom at 0.01 stops in the first)
+        for r in rows[:3]:
+            ps = r["per_step"]
+            assert sum(ps["rematerializations"]) == r["remats"], r
+            assert len(ps["rematerializations"]) == (3 if r["status"] == "ok" else 1), r
         assert rows[0]["status"] == "ok" and rows[0]["evictions"] == 0
         assert rows[1]["status"] == "ok" and rows[1]["evictions"] > 0
         assert rows[2]["status"] == "oom" and "out of memory" in rows[2]["error"] and "aten::" in rows[2]["error"]
