@@ -618,11 +618,9 @@ void runtime<B, H>::call_impl(Op&& op, std::span<const tensor> inputs, std::size
             *record, options.op_key != 0 ? options.op_key : detail::type_key<std::decay_t<Op>>());
     touch_inputs(*record);
     remat_.secure_inputs(*record); // pinned, evicted ones recomputed
-    // A measured cost at most the step's lowest at this place (runtime_options::repeat_costs).
-    // On failure: buffers freed, inputs unpinned.
-    exec_.run(
-        *record, false, options.cost,
-        steps && !options.cost ? steps_.cost_ceiling() : std::numeric_limits<cost_t>::infinity());
+    // A measured cost at most the step's lowest at this place (runtime_options::repeat_costs;
+    // infinity unless a recorded step is followed). On failure: buffers freed, inputs unpinned.
+    exec_.run(*record, false, options.cost, steps_.cost_ceiling());
     if (steps) steps_.after_run(*record); // the forecast's stamps; never throws
     exec_.commit(std::move(record), results, mutated_nodes);
     if (options_.offload_ahead != 0) offload_.copy_ahead();

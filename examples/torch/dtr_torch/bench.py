@@ -235,13 +235,10 @@ def _row(model: str, ratio: float, budget: int, plain: _Run, peak: int, floor,
         row["constant_offloads"] = run.stats["constant_offloads"]  # gradients, optimizer state
         row["copy_backs"] = run.stats["copy_backs"]
         row["host_peak_bytes"] = run.stats["peak_host_bytes"]
-    if run is not None and (run.step_counters or (status != "ok" and run.stats)):
         # every step, also in a run that stopped: its last entry is then the step it stopped
         # in, up to where it stopped (which step ran away)
-        counters = list(run.step_counters)
-        if status != "ok" and run.stats:
-            counters.append({k: run.stats[k] for k in _STEP_COUNTERS})
-        row["per_step"] = _per_step(counters)
+        stopped_in = [{k: run.stats[k] for k in _STEP_COUNTERS}] if status != "ok" else []
+        row["per_step"] = _per_step(run.step_counters + stopped_in)
     if status == "ok":
         row["bit_identical"] = _identical(plain, run)
         row["step_time_ratio"] = _median_after_warmup(run.times) / _median_after_warmup(plain.times)
