@@ -112,6 +112,11 @@ public:
     void set_cost_clock(const std::string& clock);
     void set_deterministic_costs(bool b) { deterministic_costs_ = b; }
     void set_inplace_rewrite(bool b) { inplace_rewrite_disabled_ = !b; }
+    //! The next operator call begins a step (dtr::runtime::begin_step). The optimizer hook
+    //! marks this way: what the loop does between the optimizer step and its next operator
+    //! (reading the loss to log it) is the end of the step that made it, and the step the
+    //! runtime records is the same from the first iteration on.
+    void begin_step_at_next_call() { step_pending_ = true; }
 
     runtime_iface& rt() { return *rt_; }
     const runtime_iface& rt() const { return *rt_; }
@@ -168,6 +173,7 @@ private:
     bool inplace_rewrite_disabled_ = false;
     bool in_backward_ = false; //!< autograd runs with grad mode off, but computes activations
     bool banish_ = false;      //!< dealloc="banish": released storages are never kept
+    bool step_pending_ = false; //!< begin_step_at_next_call() was called
 };
 
 } // namespace dtr_torch

@@ -721,6 +721,10 @@ void dispatcher_call::recorded() {
         for (const ref_ptr& in : inputs_) c += static_cast<dtr::cost_t>(in->nbytes());
         cost = c;
     }
+    if (b_.step_pending_) {
+        b_.step_pending_ = false;
+        rt.begin_step();
+    }
     std::vector<dtr::tensor> outs;
     {
         scoped_ns ct{prof.runtime_call_ns};

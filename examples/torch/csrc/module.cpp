@@ -224,6 +224,7 @@ PYBIND11_MODULE(_dtr_torch, m) {
         .def_property_readonly("heuristic",
                                [](bridge& b) { return std::string(b.rt().heuristic_name()); })
         .def("begin_step", [](bridge& b) { b.rt().begin_step(); })
+        .def("begin_step_at_next_call", &bridge::begin_step_at_next_call)
         .def("set_remat_limit", [](bridge& b, double ns) { b.rt().set_remat_limit(ns); })
         .def("check_invariants", [](bridge& b) { b.rt().check_invariants(); })
         .def("stats", &stats_of);

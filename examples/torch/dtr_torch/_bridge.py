@@ -247,9 +247,11 @@ class Runtime:
     offload_latency_ns: ns added to every transfer (with offload_bandwidth; measured with it
                  otherwise)
     step_marks:  where the training loop's steps begin for the runtime's step tracker
-                 (dtr::runtime::begin_step): "optimizer" (the end of every optimizer step
-                 marks one) or "manual" (the program calls Runtime.begin_step(), once per
-                 iteration at the same place, best before the forward pass). From the
+                 (dtr::runtime::begin_step): "optimizer" (the first operator after every
+                 optimizer step begins one, so that reading the loss after the optimizer
+                 step ends the step that made it) or "manual" (the program calls
+                 Runtime.begin_step(), once per iteration at the same place, best before
+                 the forward pass). From the
                  second step on, the heuristics dtr_next_use and dtr_held_next_use score
                  with the time to each storage's next read (docs/heuristics.md)
     guard_forecast: runtime_options::guard_forecast: after a step where following the
@@ -351,7 +353,9 @@ class Runtime:
             # the context opens where a training loop starts: the first step begins here (else
             # the runtime would look for a repeated sequence inside it until the first mark)
             bridge.begin_step()
-            self._step_hook = _on_optimizer_step(bridge.begin_step)
+            # each optimizer step ends one; the next begins at the next operator, so that
+            # reading the loss after the optimizer step belongs to the step that made it
+            self._step_hook = _on_optimizer_step(bridge.begin_step_at_next_call)
         if self.device.type == "cpu":
             _ext.set_allocator_caching(True)
         return self

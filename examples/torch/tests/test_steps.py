@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The bridge marks the end of each optimizer step as a step of the training loop
+"""The bridge marks a step of the training loop at the first operator after each optimizer step
 (dtr::runtime::begin_step):
 from the second step on, the runtime follows the recorded step and dtr_next_use scores with
 the time to each storage's next read. Under a budget that evicts, every step policy is
@@ -28,16 +28,46 @@ def main():
         assert_identical(ref, got, heuristic)
         assert st["peak_resident_bytes"] <= budget, st
         assert st["evictions"] > 0 and st["rematerializations"] > 0, st
-        # a mark where the context opens and one per optimizer step; the first step differs
+        # a mark where the context opens and one at the first operator after each optimizer
+        # step (none after the last: no operator follows it); the first step differs
         # from the others (the momentum buffers are made), so the step is learned twice and
         # followed after that, call for call: the training loop is the same every step
-        assert st["steps_marked"] == STEPS + 1, st
+        assert st["steps_marked"] == STEPS, st
         assert st["steps_learned"] <= 2 and st["step_divergences"] <= 2, st
         assert st["forecast_calls"] > 0, st
         print(f"  {heuristic}: bit-identical; marked {st['steps_marked']}, learned "
               f"{st['steps_learned']}, diverged {st['step_divergences']}, followed calls "
               f"{st['forecast_calls']} of {st['calls']}; evictions {st['evictions']}, remats "
               f"{st['rematerializations']}", flush=True)
+
+    # the loop reads its loss after the optimizer step (as one logging it does): the mark
+    # waits for the next operator, so the loss's read ends the step that made it, and the
+    # second step follows the first one's recording through its forward and backward passes
+    # (it leaves it in the optimizer step, where the first one made the momentum buffers)
+    torch.manual_seed(0)
+    model, inputs, loss_fn = make()
+    opt = torch.optim.SGD(list(model.parameters()), lr=0.05, momentum=0.9)
+    rt = dtr_torch.Runtime(budget=budget, heuristic="dtr_next_use", deterministic_costs=True)
+    after_step = []
+    with rt:
+        for _ in range(3):
+            opt.zero_grad(set_to_none=True)  # no operator before the forward pass
+            loss = loss_fn(model(*inputs))
+            loss.backward()
+            opt.step()
+            dtr_torch.materialize(loss.detach())
+            after_step.append(rt.stats())
+    first, second, third = after_step
+    # (forecast_calls counts the events followed: operator calls, and the pins of kernels
+    # that run outside the runtime, as the optimizer's; the calls are the forward and
+    # backward passes')
+    followed_in_2 = second["forecast_calls"] - first["forecast_calls"]
+    followed_in_3 = third["forecast_calls"] - second["forecast_calls"]
+    calls_in_2 = second["calls"] - first["calls"]
+    assert first["forecast_calls"] == 0 and calls_in_2 <= followed_in_2 < followed_in_3, after_step
+    assert third["step_divergences"] == second["step_divergences"], after_step
+    print(f"  loss read after the optimizer step: step 2 followed {followed_in_2} events, "
+          f"step 3 all {followed_in_3}", flush=True)
 
     # measured costs: the forecast guard also charges each step its victim search time (on by
     # default without deterministic_costs), and whatever it withholds, values stay the same
