@@ -171,8 +171,8 @@ private:
     counters counters_;
     bool deterministic_costs_ = false;
     bool inplace_rewrite_disabled_ = false;
-    bool in_backward_ = false; //!< autograd runs with grad mode off, but computes activations
-    bool banish_ = false;      //!< dealloc="banish": released storages are never kept
+    bool in_backward_ = false;  //!< autograd runs with grad mode off, but computes activations
+    bool banish_ = false;       //!< dealloc="banish": released storages are never kept
     bool step_pending_ = false; //!< begin_step_at_next_call() was called
 };
 
