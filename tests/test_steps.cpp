@@ -130,6 +130,79 @@ TEST_CASE("the forecast is the program time until each storage's next read") {
     }
 }
 
+namespace {
+
+//! As make_op, and notes what the forecast says while the operator runs (its first run):
+//! its position, then the time to the next use of the storage of each size asked; nothing
+//! without a forecast.
+struct forecast_probe_op {
+    std::size_t bytes = 16;
+    const next_use_runtime* rt = nullptr;
+    std::vector<std::size_t> sizes;
+    std::vector<double>* seen = nullptr;
+    template <class Ctx>
+    void operator()(Ctx& ctx) const {
+        if (!ctx.rematerializing()) {
+            seen->clear();
+            if (const dtr::step_forecast* f = rt->forecast()) {
+                seen->push_back(f->position());
+                for (const std::size_t b : sizes)
+                    seen->push_back(f->time_to_next_use(*storage_of_size(*rt, b)));
+            }
+        }
+        make_op{bytes}(ctx);
+    }
+};
+
+} // namespace
+
+TEST_CASE("an event the recorded step does not have is skipped over; the step goes on") {
+    // The six-call step under marks. Step 3 first reads the previous step's output (a pin
+    // outside any call: the loss read to log it), and runs an extra call reading `a` after
+    // call 1: both are insertions. The extra call runs without the forecast; the calls around
+    // it follow the step with it, and its distances are the step's (a's next read is still
+    // d's, though the extra call read it since). Step 4 runs more extra calls than
+    // insertion_limit() (9 for a step of 6): the tenth leaves the step.
+    next_use_runtime rt;
+    dtr::tensor x = rt.constant(8, dtr_test::fill_with(3));
+    dtr::tensor out;
+    std::optional<bool> saw_in_extra;
+    std::vector<double> seen_by_c;
+    for (int step = 0; step < 5; ++step) {
+        CAPTURE(step);
+        rt.begin_step();
+        if (step == 3) (void)rt.pin(out);
+        auto a = rt.call(make_op{16}, {x}, {.cost = 1.0});
+        auto b = rt.call(make_op{24}, {a}, {.cost = 2.0});
+        if (step == 3)
+            (void)rt.call(probe_op<next_use_runtime>{12, &rt, &saw_in_extra}, {a},
+                          {.cost = 1.0, .op_key = 99});
+        if (step == 4)
+            for (int k = 0; k < 10; ++k)
+                (void)rt.call(make_op{12}, {a}, {.cost = 1.0, .op_key = 99});
+        auto c = rt.call(forecast_probe_op{32, &rt, {16, 24}, &seen_by_c}, {b}, {.cost = 3.0});
+        if (step >= 2 && step <= 3) {
+            // position 2; a: read by d at position 3, 6 - 3; b: read by c, now
+            CHECK(seen_by_c == std::vector<double>{2, 3, 0});
+        }
+        if (step == 4) {
+            CHECK(seen_by_c.empty());
+            CHECK(rt.stats().step_divergences == 1);
+        }
+        auto d = rt.call(make_op{40}, {a, c}, {.cost = 4.0});
+        auto e = rt.call(make_op{48}, {b, d}, {.cost = 5.0});
+        out = rt.call(make_op{56}, {e, a}, {.cost = 6.0});
+        if (step == 3) {
+            CHECK(rt.stats().step_divergences == 0);
+            CHECK(rt.stats().step_insertions == 2);
+        }
+    }
+    REQUIRE(saw_in_extra.has_value());
+    CHECK_FALSE(*saw_in_extra);
+    CHECK(rt.stats().step_insertions == 2 + 9);
+    CHECK(rt.stats().steps_learned == 1);
+}
+
 TEST_CASE("with the forecast, of two storages alike the one read later is evicted") {
     // b and a have the same size and cost; b is older (staler) but read first. Call 2 needs
     // room for one of them: the online policy evicts the stalest (b, read next), the forecast

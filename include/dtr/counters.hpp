@@ -66,6 +66,8 @@ struct counters {
     //! times the program left the recorded step (another operator, size or input)
     std::uint64_t step_divergences = 0;
     std::uint64_t forecast_calls = 0; //!< calls that ran following a recorded step
+    //! events the recorded step does not have, skipped over while following it
+    std::uint64_t step_insertions = 0;
     //! followed steps run without the forecast by the guard's choice
     //! (runtime_options::guard_forecast)
     std::uint64_t forecast_withheld = 0;
@@ -98,7 +100,7 @@ inline std::ostream& operator<<(std::ostream& os, const counters& c) {
               << " transfer_stall=" << c.transfer_stall << " copy_back_stall=" << c.copy_back_stall
               << " block_reuse_stall=" << c.block_reuse_stall << " steps_marked=" << c.steps_marked
               << " steps_learned=" << c.steps_learned << " step_divergences=" << c.step_divergences
-              << " forecast_calls=" << c.forecast_calls
+              << " forecast_calls=" << c.forecast_calls << " step_insertions=" << c.step_insertions
               << " forecast_withheld=" << c.forecast_withheld;
 }
 

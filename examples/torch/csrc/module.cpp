@@ -52,6 +52,7 @@ py::dict stats_of(bridge& b) {
     d["steps_marked"] = c.steps_marked;
     d["steps_learned"] = c.steps_learned;
     d["step_divergences"] = c.step_divergences;
+    d["step_insertions"] = c.step_insertions;
     d["forecast_calls"] = c.forecast_calls;
     d["forecast_withheld"] = c.forecast_withheld;
     d["storages"] = b.rt().storage_count();

@@ -41,9 +41,16 @@ template <class T>
 //! the step's next one (the signature before a call runs, links and outputs after): then
 //! every storage it reads or makes is stamped with the event of the step that reads it next
 //! (the links reversed). A read of a storage from the previous period teaches the step the
-//! link across its end. The first event that does not match ends the forecast
-//! (heuristic_context::forecast is null from there on), so a policy is back on its online
-//! scores from the next victim it chooses; a call whose signature differs runs without it.
+//! link across its end. An event whose signature is not the step's next one is skipped over
+//! as an *insertion* (the loss read to log it, a gradient zeroed in all steps but the
+//! first): it runs without the forecast, makes storages the forecast knows nothing of, and
+//! the program stays on the step, its next event expected to be the step's next one; the
+//! links of later events see through it (a storage it read links to where it was before).
+//! At most insertion_limit() insertions a period; one more, or any other difference (an
+//! event whose outputs, or the links of its inputs, are not the step's: another shape, a
+//! storage read that the step did not read there, a storage made by an insertion) ends the
+//! forecast (heuristic_context::forecast is null from there on), so a policy is back on its
+//! online scores from the next victim it chooses.
 //! Each step boundary is also a period boundary of the forecast guard (forecast_guard.hpp),
 //! which withholds the forecast from the steps after one where it cost more. Each event of
 //! the step also keeps the lowest cost measured for it, which a call following the step
@@ -58,8 +65,9 @@ template <class T>
 //!   for p <= 32 and max(32, p / 8) above, the last p events become the step. Comparing
 //!   windows is O(1) with rolling hashes of the signatures.
 //!
-//! Memory: the recent events (at most 2 x step_limit; 56 bytes each, 8 per slot) and the
-//! step (at most step_limit events; 40 bytes each, 8 per slot). Per event: O(inputs +
+//! Memory: the recent events (at most 2 x step_limit; 56 bytes each, 8 per slot), the
+//! step (at most step_limit events; 40 bytes each, 8 per slot) and the period's
+//! insertions (at most insertion_limit(), 24 bytes each). Per event: O(inputs +
 //! outputs), plus at most 8 hash probes while learning without marks.
 template <class Rt, class Backend, class Meta>
 class step_tracker : collaborator<Rt, Backend, Meta> {
@@ -73,7 +81,7 @@ public:
     //! @brief Returns: the forecast while the program follows a recorded step and the
     //! forecast guard gives it to this step (runtime_options::guard_forecast), else null.
     [[nodiscard]] const step_forecast* forecast() const noexcept {
-        return following_ && guard_.allows() ? &forecast_ : nullptr;
+        return following_ && !inserting_ && guard_.allows() ? &forecast_ : nullptr;
     }
 
     //! @brief runtime::begin_step(): the calls since the last mark are one step.
@@ -105,7 +113,7 @@ public:
         if constexpr (deferred_costs<Backend>) {
             return std::numeric_limits<cost_t>::infinity(); // the cost arrives after the call
         } else {
-            if (!following_ || rt_.options_.repeat_costs != repeat_cost::lowest)
+            if (!following_ || inserting_ || rt_.options_.repeat_costs != repeat_cost::lowest)
                 return std::numeric_limits<cost_t>::infinity();
             return step_[pos_].lowest_cost;
         }
@@ -127,6 +135,7 @@ public:
     //! @brief Whether the next event, of signature `call_sig`, is the recorded step's next one.
     void expect(std::uint64_t call_sig) noexcept {
         call_sig_ = call_sig;
+        inserting_ = false;
         if (!following_) return;
         if (pos_ == step_.size()) {
             if (marks_seen_) {
@@ -138,7 +147,10 @@ public:
             begin_period();
         }
         if (step_[pos_].call_sig != call_sig_) {
-            diverge();
+            if (inserted_.size() < insertion_limit())
+                inserting_ = true; // skipped over: the step's next event is still expected
+            else
+                diverge();
             return;
         }
         forecast_.now_ = base_call_ + pos_;
@@ -162,6 +174,7 @@ public:
         st.position = following_ ? static_cast<std::uint32_t>(pos_) : 0;
         st.history = hist_.size();
         st.memory_bytes = hist_.capacity() * sizeof(recorded_call) +
+                          inserted_.capacity() * sizeof(inserted_event) +
                           (hist_hash_.capacity() + hist_same_.capacity() + hist_prev_.capacity() +
                            pow_.capacity()) *
                               sizeof(std::uint64_t) +
@@ -175,6 +188,8 @@ public:
 private:
     static constexpr std::uint64_t none = std::numeric_limits<std::uint64_t>::max();
     static constexpr std::uint32_t no_link = std::numeric_limits<std::uint32_t>::max();
+    //! The link of a storage an insertion made: equal to no link of the step.
+    static constexpr std::uint32_t foreign_link = no_link - 1;
     //! Automatic detection: earlier calls with the same signature tried as period starts,
     //! and the shortest run of matching calls that adopts a long period.
     static constexpr int candidates = 8;
@@ -205,6 +220,9 @@ private:
     [[nodiscard]] std::size_t limit() const noexcept {
         return std::max<std::size_t>(rt_.options_.step_limit, 1);
     }
+    //! Insertions a period may skip over before the program is taken to have left the step:
+    //! a few anywhere, more in a long step (a gradient zeroed per parameter).
+    [[nodiscard]] std::size_t insertion_limit() const noexcept { return 8 + step_.size() / 4; }
 
     static std::uint64_t mix(std::uint64_t h, std::uint64_t v) noexcept {
         h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
@@ -265,7 +283,12 @@ private:
     //! The step ran to its end as recorded: the next period begins.
     void next_period() noexcept {
         prev_base_slot_ = base_slot_;
-        base_call_ = next_call_;
+        prev_inserted_ = !inserted_.empty();
+        inserted_.clear();
+        inserted_slots_ = 0;
+        // Stamps count the step's positions, not the program's calls (insertions skipped):
+        // a read in the next period stamped in this one lands where it was meant to.
+        base_call_ += step_.size();
         base_slot_ = next_slot_;
         pos_ = 0;
         forecast_.base_ = base_call_;
@@ -295,7 +318,8 @@ private:
     //! step's next event (its call signature was checked before it ran) and stamps its
     //! storages; otherwise looks for a period (automatic detection).
     void record_event(std::uint64_t call_sig, std::uint64_t result_sig, cost_t cost) {
-        bool follows = following_;
+        const bool inserted = following_ && inserting_;
+        bool follows = following_ && !inserted;
         if (follows && step_[pos_].result_sig != result_sig) {
             diverge();
             follows = false;
@@ -317,17 +341,16 @@ private:
             hist_prev_.push_back(last);
             s.last_slot = first + i;
             if (!follows) continue;
-            const std::uint32_t link = last != none && last >= base_slot_
-                                           ? static_cast<std::uint32_t>(last - base_slot_)
-                                           : no_link;
+            const std::uint32_t link = step_link(last);
             if (link != prev_[expected->first_slot + i]) {
                 diverge();
                 follows = false;
                 continue;
             }
             // A storage from the previous period, read for the first time in this one: the
-            // step's slot where it was last read learns its next read.
-            if (link == no_link && last != none && last >= prev_base_slot_ &&
+            // step's slot where it was last read learns its next read (not where insertions
+            // in that period shifted its slots).
+            if (link == no_link && !prev_inserted_ && last != none && last >= prev_base_slot_ &&
                 last - prev_base_slot_ < next_.size()) {
                 std::uint32_t& next = next_[static_cast<std::size_t>(last - prev_base_slot_)];
                 if (next == no_link) next = static_cast<std::uint32_t>(step_.size() + pos_);
@@ -345,22 +368,49 @@ private:
             for (std::size_t j = 0; j < products_.size(); ++j)
                 products_[j]->use_stamp = stamp(next_[expected->first_slot + inputs + j]);
             ++rt_.counters_.forecast_calls;
+        } else if (inserted) { // what it read is still read where the step reads it
+            for (storage* p : products_) p->use_stamp = 0;
         } else {
             for (storage* in : inputs_) in->use_stamp = 0;
             for (storage* p : products_) p->use_stamp = 0;
         }
 
         append(call_sig, result_sig, cost, first, inputs, slots);
+        if (inserted) {
+            inserted_.push_back({first, inserted_slots_, inputs, slots});
+            inserted_slots_ += slots;
+            ++rt_.counters_.step_insertions;
+        }
         next_slot_ += slots;
         ++next_call_;
         if (follows) {
             step_[pos_].lowest_cost = std::min(step_[pos_].lowest_cost, cost);
             ++pos_;
             forecast_.now_ = base_call_ + pos_;
-        } else if (!marks_seen_ && rt_.options_.steps == step_learning::automatic) {
+        } else if (!following_ && !marks_seen_ && rt_.options_.steps == step_learning::automatic) {
             find_period();
         }
         if (hist_.size() >= 2 * limit()) compact();
+    }
+
+    //! The step's slot where a storage last appeared (a link of the step), from the global
+    //! slot `last` of its last appearance: no_link before this period (or never); through
+    //! an insertion that read it, where it was before; foreign_link where an insertion made
+    //! it; otherwise its slot with the insertions before it skipped.
+    [[nodiscard]] std::uint32_t step_link(std::uint64_t last) const noexcept {
+        for (;;) {
+            if (last == none || last < base_slot_) return no_link;
+            // the last insertion that begins at or before `last`
+            const auto after = std::upper_bound(
+                inserted_.begin(), inserted_.end(), last,
+                [](std::uint64_t v, const inserted_event& e) { return v < e.first_slot; });
+            if (after == inserted_.begin()) return static_cast<std::uint32_t>(last - base_slot_);
+            const inserted_event& e = *(after - 1);
+            if (last >= e.first_slot + e.slots)
+                return static_cast<std::uint32_t>(last - base_slot_ - e.slots_before - e.slots);
+            if (last - e.first_slot >= e.inputs || last < hist_slot0_) return foreign_link;
+            last = hist_prev_[static_cast<std::size_t>(last - hist_slot0_)];
+        }
     }
 
     void append(std::uint64_t call_sig, std::uint64_t result_sig, cost_t cost, std::uint64_t first,
@@ -455,6 +505,10 @@ private:
         forecast_.length_ = static_cast<std::uint32_t>(length);
         forecast_.epoch_ = epoch_;
         following_ = true;
+        inserting_ = false;
+        inserted_.clear();
+        inserted_slots_ = 0;
+        prev_inserted_ = false;
         pos_ = 0;
         base_call_ = next_call_;
         base_slot_ = next_slot_;
@@ -482,6 +536,8 @@ private:
     //! Forgets everything recorded (the recording could not grow); learning starts again.
     void reset() noexcept {
         following_ = false;
+        inserting_ = false;
+        inserted_.clear();
         hist_.clear();
         hist_same_.clear();
         hist_hash_.clear();
@@ -519,10 +575,22 @@ private:
     std::vector<cost_t> prefix_;
     std::vector<std::uint32_t> prev_, next_;
     bool following_ = false;
-    std::size_t pos_ = 0;              //!< position of the next call in step_
-    std::uint64_t base_call_ = 0;      //!< absolute number of the call at position 0
-    std::uint64_t base_slot_ = 0;      //!< global number of that call's first slot
-    std::uint64_t prev_base_slot_ = 0; //!< the same for the period before, followed or recorded
+    //! The event running now is an insertion (expect()): no forecast, no cost ceiling.
+    bool inserting_ = false;
+    //! An event the program ran inside a followed period that the step does not have.
+    struct inserted_event {
+        std::uint64_t first_slot;   //!< global number of its first slot
+        std::uint64_t slots_before; //!< slots of the period's insertions before it
+        std::uint32_t inputs;
+        std::uint32_t slots;
+    };
+    std::vector<inserted_event> inserted_; //!< this period's, in order
+    std::uint64_t inserted_slots_ = 0;     //!< their slots
+    bool prev_inserted_ = false;           //!< the period before had insertions
+    std::size_t pos_ = 0;                  //!< position of the next call in step_
+    std::uint64_t base_call_ = 0;          //!< absolute number of the call at position 0
+    std::uint64_t base_slot_ = 0;          //!< global number of that call's first slot
+    std::uint64_t prev_base_slot_ = 0;     //!< the same for the period before, followed or recorded
     std::uint32_t epoch_ = 0;
     step_forecast forecast_;
     forecast_guard guard_;
