@@ -261,7 +261,8 @@ struct runtime_options {
     //! recent events (56 bytes each, plus 8 per input and output) and a step of at most
     //! step_limit events (40 bytes each, plus 8 per input and output): 224 bytes for an event
     //! with two inputs and one output, 14 MiB at the default limit, held only as the program
-    //! runs that many calls.
+    //! runs that many calls; and a period's insertions (events the step does not have, skipped
+    //! over: at most 8 + length / 4, 24 bytes each).
     std::uint32_t step_limit = 1U << 16;
     //! The cost a call that follows the recorded step records, where the backend measures it
     //! (repeat_cost).

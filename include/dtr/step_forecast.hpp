@@ -82,9 +82,9 @@ private:
     friend class detail::step_tracker;
 
     // A stamp: the epoch of the recording it was made under (bits 41-63), "not read in the
-    // known future" (bit 40), the absolute number of the call that reads it next (bits
-    // 0-39). Stamps of an older recording are ignored, so nothing has to be cleared when the
-    // program leaves a step.
+    // known future" (bit 40), the number of the call that reads it next on the step's clock
+    // (bits 0-39). Stamps of an older recording are ignored, so nothing has to be cleared
+    // when the program leaves a step.
     static constexpr int epoch_shift = 41;
     static constexpr std::uint64_t beyond_bit = std::uint64_t{1} << 40;
     static constexpr std::uint64_t position_mask = beyond_bit - 1;
@@ -97,8 +97,8 @@ private:
         return (std::uint64_t{epoch_} << epoch_shift) | beyond_bit;
     }
     const cost_t* prefix_ = nullptr; //!< length_ + 1 entries: program time at each position
-    std::uint64_t base_ = 0;         //!< absolute number of the call at position 0
-    std::uint64_t now_ = 0;          //!< absolute number of the call running now (or next)
+    std::uint64_t base_ = 0;         //!< the step's clock at position 0 (step_tracker: base_call_)
+    std::uint64_t now_ = 0;          //!< the step's clock at the call running now (or next)
     std::uint32_t length_ = 0;
     std::uint32_t epoch_ = 0; //!< of the recording in force; never 0 once one is
 };

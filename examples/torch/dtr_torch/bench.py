@@ -32,9 +32,9 @@ runs, unless ``--offload-bandwidth`` sets it.
 
 A finished row's JSON also holds every step's CPU time (``step_cpu_s``), and every row in
 ``per_step`` each step's recomputations, recomputation and victim search time, forecast
-calls, withheld steps and divergences (a stopped run's last entry: the step it stopped in, up
-to where it stopped): which step learned the program, which ran with the forecast, which ran
-away.
+calls, withheld steps, divergences and insertions (events the recorded step does not have,
+skipped over; a stopped run's last entry: the step it stopped in, up to where it stopped):
+which step learned the program, which ran with the forecast, which ran away.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ class _Run:
 # share), to tell the step that learns, the steps the forecast ran and those the guard
 # withheld it from apart.
 _STEP_COUNTERS = ("rematerializations", "remat_cost_ns", "forecast_calls", "forecast_withheld",
-                  "step_divergences", "victim_search_ns")
+                  "step_divergences", "step_insertions", "victim_search_ns")
 
 
 def _train(factory, batch: int, steps: int, seed: int, optimizer: str, runtime=None,

@@ -588,9 +588,11 @@ private:
     std::uint64_t inserted_slots_ = 0;     //!< their slots
     bool prev_inserted_ = false;           //!< the period before had insertions
     std::size_t pos_ = 0;                  //!< position of the next call in step_
-    std::uint64_t base_call_ = 0;          //!< absolute number of the call at position 0
-    std::uint64_t base_slot_ = 0;          //!< global number of that call's first slot
-    std::uint64_t prev_base_slot_ = 0;     //!< the same for the period before, followed or recorded
+    //! The step's clock at position 0: the program's call count where the step was adopted,
+    //! plus the step's length for each period followed since (insertions do not count).
+    std::uint64_t base_call_ = 0;
+    std::uint64_t base_slot_ = 0;      //!< global number of that call's first slot
+    std::uint64_t prev_base_slot_ = 0; //!< the same for the period before, followed or recorded
     std::uint32_t epoch_ = 0;
     step_forecast forecast_;
     forecast_guard guard_;
