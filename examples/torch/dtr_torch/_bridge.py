@@ -251,9 +251,9 @@ class Runtime:
                  optimizer step begins one, so that reading the loss after the optimizer
                  step ends the step that made it) or "manual" (the program calls
                  Runtime.begin_step(), once per iteration at the same place, best before
-                 the forward pass). From the
-                 second step on, the heuristics dtr_next_use and dtr_held_next_use score
-                 with the time to each storage's next read (docs/heuristics.md)
+                 the forward pass). From the second step on, the heuristics dtr_next_use
+                 and dtr_held_next_use score with the time to each storage's next read
+                 (docs/heuristics.md)
     guard_forecast: runtime_options::guard_forecast: after a step where following the
                  forecast cost more than the last step without it, the next steps run
                  on the online scores, and the forecast is tried again later (docs/design.md,
