@@ -115,9 +115,7 @@ public:
             forecast_ratio_ = ratio;
             // the program settled after its first steps: against a weak baseline, a margin
             if (online_weak_ && followed ? loses_by_margin(ratio) : loses(ratio)) {
-                lost_ = true;
-                wait_ = wait_after_loss(ratio);
-                waited_ = 0;
+                record_loss(ratio);
             } else {
                 lost_ = false;
                 wait_ = 0;
@@ -125,12 +123,7 @@ public:
         } else if (offered_ && !left_early) {
             // Left late, while the program may be settling: a mix of the forecast's choices
             // and the online ones, judged only where it lost by more than the margin.
-            if (loses_by_margin(ratio)) {
-                forecast_ratio_ = ratio;
-                lost_ = true;
-                wait_ = wait_after_loss(ratio);
-                waited_ = 0;
-            }
+            if (loses_by_margin(ratio)) record_loss(ratio);
         } else {
             online_ratio_ = ratio;
             online_unconfirmed_ = !recorded_;
@@ -182,6 +175,14 @@ private:
     //! Whether a period with `ratio` cost more than 1 + weak_margin times the last online one.
     [[nodiscard]] bool loses_by_margin(double ratio) const noexcept {
         return online_ratio_ >= 0 && 1 + ratio > (1 + online_ratio_) * (1 + weak_margin);
+    }
+
+    //! The forecast lost a period with `ratio`: the next periods run online for a wait.
+    void record_loss(double ratio) noexcept {
+        forecast_ratio_ = ratio;
+        lost_ = true;
+        wait_ = wait_after_loss(ratio);
+        waited_ = 0;
     }
 
     //! After the forecast lost a period with `ratio`: the doubled wait, or the wait that

@@ -285,7 +285,6 @@ private:
         prev_base_slot_ = base_slot_;
         prev_inserted_ = !inserted_.empty();
         inserted_.clear();
-        inserted_slots_ = 0;
         // Stamps count the step's positions, not the program's calls (insertions skipped):
         // a read in the next period stamped in this one lands where it was meant to.
         base_call_ += step_.size();
@@ -377,8 +376,9 @@ private:
 
         append(call_sig, result_sig, cost, first, inputs, slots);
         if (inserted) {
-            inserted_.push_back({first, inserted_slots_, inputs, slots});
-            inserted_slots_ += slots;
+            const std::uint64_t before =
+                inserted_.empty() ? 0 : inserted_.back().slots_before + inserted_.back().slots;
+            inserted_.push_back({first, before, inputs, slots});
             ++rt_.counters_.step_insertions;
         }
         next_slot_ += slots;
@@ -507,7 +507,6 @@ private:
         following_ = true;
         inserting_ = false;
         inserted_.clear();
-        inserted_slots_ = 0;
         prev_inserted_ = false;
         pos_ = 0;
         base_call_ = next_call_;
@@ -585,7 +584,6 @@ private:
         std::uint32_t slots;
     };
     std::vector<inserted_event> inserted_; //!< this period's, in order
-    std::uint64_t inserted_slots_ = 0;     //!< their slots
     bool prev_inserted_ = false;           //!< the period before had insertions
     std::size_t pos_ = 0;                  //!< position of the next call in step_
     //! The step's clock at position 0: the program's call count where the step was adopted,
