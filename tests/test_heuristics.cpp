@@ -766,21 +766,23 @@ struct eqclass_probe : recorder<H> {
     }
 };
 
-//! dtr_held_bounded scanned twice at every decision, once with exact scores and once against
-//! the best score so far (dtr::score_against, as the runtime's scan does): the two victims,
-//! and every bounded score against its contract (the exact score when it is at most the
-//! bound, else a value in (bound, exact score]). Evicts the exact scan's victim.
-struct bounded_scan_probe : h::dtr_held_bounded {
-    using h::dtr_held_bounded::dtr_held_bounded;
+//! A policy scanned twice at every decision, once with exact scores and once against the
+//! best score so far (dtr::score_against, as the runtime's scan does): the two victims, and
+//! every bounded score against its contract (the exact score when it is at most the bound,
+//! else a value in (bound, exact score]). Evicts the exact scan's victim. The forecast in
+//! force (dtr_next_use) goes to both scans.
+template <class Policy>
+struct bounded_scan_probe : Policy {
+    using Policy::Policy;
     std::uint64_t decisions = 0, victims_differ = 0, scores = 0, cut = 0, contract_broken = 0;
-    std::uint64_t exact_accesses = 0, bounded_accesses = 0;
+    std::uint64_t exact_accesses = 0, bounded_accesses = 0, forecast_decisions = 0;
     template <class Pool>
     typename Pool::value_type* choose(Pool& pool, const dtr::heuristic_context& ctx) {
         using S = typename Pool::value_type;
-        const dtr::heuristic_context quiet{ctx.now, nullptr, nullptr};
-        const dtr::heuristic_context exact_ctx{ctx.now, &exact_accesses, nullptr};
-        const dtr::heuristic_context bounded_ctx{ctx.now, &bounded_accesses, nullptr};
-        auto& self = static_cast<h::dtr_held_bounded&>(*this);
+        const dtr::heuristic_context quiet{ctx.now, nullptr, nullptr, ctx.forecast};
+        const dtr::heuristic_context exact_ctx{ctx.now, &exact_accesses, nullptr, ctx.forecast};
+        const dtr::heuristic_context bounded_ctx{ctx.now, &bounded_accesses, nullptr, ctx.forecast};
+        auto& self = static_cast<Policy&>(*this);
         search::detail::last_lowest<S> exact, bounded;
         for (S& s : pool)
             if (!exact.offer(s, self.score(s, exact_ctx))) break;
@@ -794,6 +796,7 @@ struct bounded_scan_probe : h::dtr_held_bounded {
             if (!bounded.offer(s, got)) break;
         }
         ++decisions;
+        if (ctx.forecast != nullptr) ++forecast_decisions;
         if (exact.best() != bounded.best()) ++victims_differ;
         return exact.best();
     }
@@ -826,7 +829,8 @@ TEST_CASE("dtr_held_bounded: scoring against the best so far keeps the scan's ch
     static_assert(!dtr::bounded_scoring_heuristic<h::dtr_held>);
     static_assert(dtr::bounded_scoring_heuristic<search::exhaustive<h::dtr_held_bounded>>);
     std::uint64_t decisions = 0, scores = 0, cut = 0, exact = 0, bounded = 0;
-    auto tally = [&](const bounded_scan_probe& p) {
+    using probe = bounded_scan_probe<h::dtr_held_bounded>;
+    auto tally = [&](const probe& p) {
         CHECK(p.victims_differ == 0);
         CHECK(p.contract_broken == 0);
         decisions += p.decisions;
@@ -838,16 +842,16 @@ TEST_CASE("dtr_held_bounded: scoring against the best so far keeps the scan's ch
     // Churning programs (released history kept as evicted metadata), with K = 256 and with a
     // bound small enough for walks to end at it.
     for (std::uint64_t seed = 0; seed < 4; ++seed) {
-        dtr::runtime<dtr::sim_backend, bounded_scan_probe> rt(
+        dtr::runtime<dtr::sim_backend, probe> rt(
             {.budget = 4000 + 1000 * seed}, dtr::sim_backend{},
-            bounded_scan_probe(seed % 2 == 0 ? h::dtr_held_bounded::default_walk_limit : 8));
+            probe(seed % 2 == 0 ? h::dtr_held_bounded::default_walk_limit : 8));
         churn(rt, 40 + seed, 2000, 300);
         rt.check_invariants();
         tally(rt.heuristic());
     }
     // The evicted chain of the runtime test, restored from its end.
     {
-        dtr::runtime<dtr::sim_backend, bounded_scan_probe> rt({.budget = 64});
+        dtr::runtime<dtr::sim_backend, probe> rt({.budget = 64});
         tensor last = rt.constant(8);
         for (int i = 0; i < 3000; ++i) last = rt.call(out(8), {last}, {.cost = 1});
         REQUIRE(rt.evict(last));
@@ -861,6 +865,40 @@ TEST_CASE("dtr_held_bounded: scoring against the best so far keeps the scan's ch
         static_cast<unsigned long long>(cut),
         100.0 * static_cast<double>(bounded) / static_cast<double>(exact));
     CHECK(decisions > 1000);
+    CHECK(cut > 0);
+    CHECK(bounded < exact);
+}
+
+TEST_CASE("dtr_next_use: scoring against the best so far keeps the scan's choice") {
+    // With the forecast, a storage whose lowest possible score (used never) is above the
+    // bound is cut before its walks; without one, dtr_eqclass's score.
+    static_assert(dtr::bounded_scoring_heuristic<h::dtr_next_use>);
+    using probe = bounded_scan_probe<h::dtr_next_use>;
+    std::uint64_t decisions = 0, with_forecast = 0, scores = 0, cut = 0, exact = 0, bounded = 0;
+    for (std::uint64_t seed = 0; seed < 3; ++seed) {
+        dtr::runtime<dtr::sim_backend, probe> rt({.budget = 3000 + 1000 * seed});
+        for (int step = 0; step < 3; ++step) { // the same program each step: forecasts
+            rt.begin_step();
+            churn(rt, 60 + seed, 600, 200);
+        }
+        rt.check_invariants();
+        const probe& p = rt.heuristic();
+        CHECK(p.victims_differ == 0);
+        CHECK(p.contract_broken == 0);
+        decisions += p.decisions;
+        with_forecast += p.forecast_decisions;
+        scores += p.scores;
+        cut += p.cut;
+        exact += p.exact_accesses;
+        bounded += p.bounded_accesses;
+    }
+    std::printf(
+        "dtr_next_use against the best so far: %llu decisions (%llu with the forecast), "
+        "%llu scores, %llu cut, %.1f%% of the exact scan's accesses\n",
+        static_cast<unsigned long long>(decisions), static_cast<unsigned long long>(with_forecast),
+        static_cast<unsigned long long>(scores), static_cast<unsigned long long>(cut),
+        100.0 * static_cast<double>(bounded) / static_cast<double>(exact));
+    CHECK(with_forecast > 100);
     CHECK(cut > 0);
     CHECK(bounded < exact);
 }

@@ -72,10 +72,11 @@ public:
     }
 
     //! @brief The score against a scan's best so far (dtr::bounded_scoring_heuristic):
-    //! with a forecast, the walks stop as soon as the partial score is above `bound` (the
-    //! numerator only grows and the time until the next use only shrinks as they go, so a
-    //! partial score never exceeds the score); without one, the online policy's score
-    //! (against the bound where it takes one).
+    //! with a forecast, no walk at all where the lowest score the storage can get (that of
+    //! one used never) is above `bound`, and the walks stop as soon as the partial score is
+    //! above it (the numerator only grows and the time until the next use only shrinks as
+    //! they go, so a partial score never exceeds the score); without one, the online
+    //! policy's score (against the bound where it takes one).
     template <class Storage>
     double score(const Storage& s, const heuristic_context& ctx, double bound) {
         if (ctx.forecast != nullptr && ctx.forecast->time_to_next_use(s) >= 0)
@@ -109,6 +110,15 @@ private:
         ctx.count_access();
         const double bytes = static_cast<double>(s.size());
         double numerator = static_cast<double>(s.cost());
+        // The lowest score s can get is the one of a storage used never (below): a use found
+        // within the known future (at most two steps away) only raises it. Where even that is
+        // above the bound, s cannot win, and its walks are skipped: once the scan has found
+        // a storage used never, the others cost one access each, not 32 (the PyTorch
+        // bridge's TreeLSTM, whose resident storages sit above long dead evicted chains).
+        if (f.step_time() > 0) {
+            const double lowest = numerator / (bytes * unused_steps * f.step_time());
+            if (lowest > bound) return lowest;
+        }
         // Read by the program: when. A storage neither read nor needed in the known future
         // (the walk below finds no read) is used never, as far as the forecast knows: 0.
         double d = f.time_to_next_read(s);
