@@ -119,3 +119,11 @@ ss mobilenet_v2-b16 --model torchvision:mobilenet_v2 --batch 16 --size 128 --ste
 ss treelstm-b4 --model treelstm --batch 4 --steps 8 --ratios 1,0.94,0.9
 ss gpt-6x256-b8 --model gpt --batch 8 --steps 6 --ratios 0.42,0.33,0.29,0.26
 ss vgg16-b16 --model torchvision:vgg16 --batch 16 --size 128 --steps 4 --ratios 1,0.925,0.913
+# The TreeLSTM over 320 steps, the default against its online policy alone, both at once (so
+# that they share the machine's load): the forecast's tries (steps 2 and 287 when measured)
+# against the online steps between them (docs/results.md, "The bridge in the steady state").
+for h in dtr_next_use dtr_eqclass; do
+    ss treelstm-b4-320steps-$h --model treelstm --batch 4 --steps 320 --ratios 0.94 \
+        --heuristic indexed:$h > /dev/null &
+done
+wait
