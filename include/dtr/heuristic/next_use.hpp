@@ -113,7 +113,7 @@ private:
         // The lowest score s can get is the one of a storage used never (below): a use found
         // within the known future (at most two steps away) only raises it. Where even that is
         // above the bound, s cannot win, and its walks are skipped: once the scan has found
-        // a storage used never, the others cost one access each, not 32 (the PyTorch
+        // a storage used never, the others cost one access each, not up to 160 (the PyTorch
         // bridge's TreeLSTM, whose resident storages sit above long dead evicted chains).
         if (f.step_time() > 0) {
             const double lowest = numerator / (bytes * unused_steps * f.step_time());
