@@ -802,6 +802,32 @@ struct bounded_scan_probe : Policy {
     }
 };
 
+//! What the bounded_scan_probe runs of a test found, summed; each run's victims and scores
+//! checked as it is added.
+struct bounded_scan_totals {
+    std::uint64_t decisions = 0, with_forecast = 0, scores = 0, cut = 0, exact = 0, bounded = 0;
+    template <class Probe>
+    void add(const Probe& p) {
+        CHECK(p.victims_differ == 0);
+        CHECK(p.contract_broken == 0);
+        decisions += p.decisions;
+        with_forecast += p.forecast_decisions;
+        scores += p.scores;
+        cut += p.cut;
+        exact += p.exact_accesses;
+        bounded += p.bounded_accesses;
+    }
+    void print(const char* policy) const {
+        std::printf(
+            "%s against the best so far: %llu decisions (%llu with the forecast), %llu "
+            "scores, %llu cut, %.1f%% of the exact scan's accesses\n",
+            policy, static_cast<unsigned long long>(decisions),
+            static_cast<unsigned long long>(with_forecast), static_cast<unsigned long long>(scores),
+            static_cast<unsigned long long>(cut),
+            100.0 * static_cast<double>(bounded) / static_cast<double>(exact));
+    }
+};
+
 } // namespace
 
 TEST_CASE("the cached e* always equals a fresh traversal") {
@@ -828,17 +854,8 @@ TEST_CASE("dtr_held_bounded: scoring against the best so far keeps the scan's ch
     static_assert(dtr::bounded_scoring_heuristic<h::dtr_held_bounded>);
     static_assert(!dtr::bounded_scoring_heuristic<h::dtr_held>);
     static_assert(dtr::bounded_scoring_heuristic<search::exhaustive<h::dtr_held_bounded>>);
-    std::uint64_t decisions = 0, scores = 0, cut = 0, exact = 0, bounded = 0;
     using probe = bounded_scan_probe<h::dtr_held_bounded>;
-    auto tally = [&](const probe& p) {
-        CHECK(p.victims_differ == 0);
-        CHECK(p.contract_broken == 0);
-        decisions += p.decisions;
-        scores += p.scores;
-        cut += p.cut;
-        exact += p.exact_accesses;
-        bounded += p.bounded_accesses;
-    };
+    bounded_scan_totals totals;
     // Churning programs (released history kept as evicted metadata), with K = 256 and with a
     // bound small enough for walks to end at it.
     for (std::uint64_t seed = 0; seed < 4; ++seed) {
@@ -847,7 +864,7 @@ TEST_CASE("dtr_held_bounded: scoring against the best so far keeps the scan's ch
             probe(seed % 2 == 0 ? h::dtr_held_bounded::default_walk_limit : 8));
         churn(rt, 40 + seed, 2000, 300);
         rt.check_invariants();
-        tally(rt.heuristic());
+        totals.add(rt.heuristic());
     }
     // The evicted chain of the runtime test, restored from its end.
     {
@@ -856,17 +873,12 @@ TEST_CASE("dtr_held_bounded: scoring against the best so far keeps the scan's ch
         for (int i = 0; i < 3000; ++i) last = rt.call(out(8), {last}, {.cost = 1});
         REQUIRE(rt.evict(last));
         { auto pin = rt.pin(last); }
-        tally(rt.heuristic());
+        totals.add(rt.heuristic());
     }
-    std::printf(
-        "dtr_held_bounded against the best so far: %llu decisions, %llu scores, %llu cut, "
-        "%.1f%% of the exact scan's accesses\n",
-        static_cast<unsigned long long>(decisions), static_cast<unsigned long long>(scores),
-        static_cast<unsigned long long>(cut),
-        100.0 * static_cast<double>(bounded) / static_cast<double>(exact));
-    CHECK(decisions > 1000);
-    CHECK(cut > 0);
-    CHECK(bounded < exact);
+    totals.print("dtr_held_bounded");
+    CHECK(totals.decisions > 1000);
+    CHECK(totals.cut > 0);
+    CHECK(totals.bounded < totals.exact);
 }
 
 TEST_CASE("dtr_next_use: scoring against the best so far keeps the scan's choice") {
@@ -874,7 +886,7 @@ TEST_CASE("dtr_next_use: scoring against the best so far keeps the scan's choice
     // bound is cut before its walks; without one, dtr_eqclass's score.
     static_assert(dtr::bounded_scoring_heuristic<h::dtr_next_use>);
     using probe = bounded_scan_probe<h::dtr_next_use>;
-    std::uint64_t decisions = 0, with_forecast = 0, scores = 0, cut = 0, exact = 0, bounded = 0;
+    bounded_scan_totals totals;
     for (std::uint64_t seed = 0; seed < 3; ++seed) {
         dtr::runtime<dtr::sim_backend, probe> rt({.budget = 3000 + 1000 * seed});
         for (int step = 0; step < 3; ++step) { // the same program each step: forecasts
@@ -882,25 +894,12 @@ TEST_CASE("dtr_next_use: scoring against the best so far keeps the scan's choice
             churn(rt, 60 + seed, 600, 200);
         }
         rt.check_invariants();
-        const probe& p = rt.heuristic();
-        CHECK(p.victims_differ == 0);
-        CHECK(p.contract_broken == 0);
-        decisions += p.decisions;
-        with_forecast += p.forecast_decisions;
-        scores += p.scores;
-        cut += p.cut;
-        exact += p.exact_accesses;
-        bounded += p.bounded_accesses;
+        totals.add(rt.heuristic());
     }
-    std::printf(
-        "dtr_next_use against the best so far: %llu decisions (%llu with the forecast), "
-        "%llu scores, %llu cut, %.1f%% of the exact scan's accesses\n",
-        static_cast<unsigned long long>(decisions), static_cast<unsigned long long>(with_forecast),
-        static_cast<unsigned long long>(scores), static_cast<unsigned long long>(cut),
-        100.0 * static_cast<double>(bounded) / static_cast<double>(exact));
-    CHECK(with_forecast > 100);
-    CHECK(cut > 0);
-    CHECK(bounded < exact);
+    totals.print("dtr_next_use");
+    CHECK(totals.with_forecast > 100);
+    CHECK(totals.cut > 0);
+    CHECK(totals.bounded < totals.exact);
 }
 
 TEST_CASE("eqclass values are the summed cost of their evicted members; nodes are recycled") {
