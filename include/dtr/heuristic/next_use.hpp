@@ -110,15 +110,16 @@ private:
         ctx.count_access();
         const double bytes = static_cast<double>(s.size());
         double numerator = static_cast<double>(s.cost());
-        // The lowest score s can get is the one of a storage used never (below): a use found
-        // within the known future (at most two steps away) only raises it. Where even that is
-        // above the bound, s cannot win, and its walks are skipped: once the scan has found
-        // a storage used never, the others cost one access each, not up to 160 (the PyTorch
-        // bridge's TreeLSTM, whose resident storages sit above long dead evicted chains).
-        if (f.step_time() > 0) {
-            const double lowest = numerator / (bytes * unused_steps * f.step_time());
-            if (lowest > bound) return lowest;
-        }
+        // The score of s if it is neither read nor needed in the known future: before every
+        // storage that is, the cheapest per byte first (no walk: its ancestors matter only if
+        // the forecast is wrong), as if its next use were a million steps away. It is also the
+        // lowest score s can get: a use found within the known future (at most two steps
+        // away) only raises it. Where even that is above the bound, s cannot win, and its
+        // walks are skipped: once the scan has found a storage used never, the others cost
+        // one access each, not up to 160 (the PyTorch bridge's TreeLSTM, whose resident
+        // storages sit above long dead evicted chains).
+        const double used_never = numerator / (bytes * unused_steps * f.step_time());
+        if (f.step_time() > 0 && used_never > bound) return used_never;
         // Read by the program: when. A storage neither read nor needed in the known future
         // (the walk below finds no read) is used never, as far as the forecast knows: 0.
         double d = f.time_to_next_read(s);
@@ -138,10 +139,7 @@ private:
             return !cut;
         });
         if (cut) return partial();
-        // Neither read nor needed in the known future: before every storage that is, the
-        // cheapest per byte first (no walk: its ancestors matter only if the forecast is
-        // wrong), as if its next use were a million steps away.
-        if (d < 0) return numerator / (bytes * unused_steps * f.step_time());
+        if (d < 0) return used_never;
         walk<true>(s, ctx, cost_walk_limit, [&](const auto& u) {
             numerator += static_cast<double>(u.cost());
             cut = partial() > bound;
