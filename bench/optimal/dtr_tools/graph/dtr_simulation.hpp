@@ -73,12 +73,14 @@ struct dtr_recording {
 
 //! @brief A heuristic H that also records residency changes into a dtr_recording.
 //!
-//! Forwards score() (and its bounded form, dtr/bounded_score.hpp), choose() (when H has it)
-//! and every hook H has; decisions are H's alone.
+//! Forwards score() (and its bounded form, dtr/bounded_score.hpp), choose() (when H has it),
+//! every hook H has, and whether H reads the forecast (dtr::reads_forecast: the runtime then
+//! leaves the order of kept storages to H's scores); decisions are H's alone.
 template <class H>
 class recording_policy {
 public:
     using storage_data = typename H::storage_data;
+    static constexpr bool reads_forecast = ::dtr::reads_forecast<H>;
 
     recording_policy() = default;
     explicit recording_policy(H inner) : inner_(std::move(inner)) {}
