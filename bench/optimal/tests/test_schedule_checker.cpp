@@ -454,9 +454,10 @@ std::pair<std::string, dtr::counters> run_bare(const static_graph& g, std::uint6
 // in the second iteration at 0.57 of its budget range, where the runtime itself finishes
 // at 1.23x.
 TEST_CASE("a recorded DTR run decides as the runtime does with the bare policy") {
-    using namespace dtr::heuristics;
-    static_assert(dtr::reads_forecast<dtr::graph::recording_policy<dtr_next_use>>);
-    static_assert(!dtr::reads_forecast<dtr::graph::recording_policy<dtr_eqclass>>);
+    // An alias, not a using-directive: dtr::heuristics::dtr would hide namespace dtr.
+    namespace h = dtr::heuristics;
+    static_assert(dtr::reads_forecast<dtr::graph::recording_policy<h::dtr_next_use>>);
+    static_assert(!dtr::reads_forecast<dtr::graph::recording_policy<h::dtr_eqclass>>);
     std::size_t runs = 0, finished = 0, evicting = 0, forecast_calls = 0, policies_differ = 0;
     for (std::uint64_t seed = 1; seed <= 12; ++seed) {
         const auto g = random_dag(40, seed);
@@ -467,9 +468,9 @@ TEST_CASE("a recorded DTR run decides as the runtime does with the bare policy")
             const std::uint64_t budget = lb + (peak - lb) * k / 6;
             CAPTURE(seed);
             CAPTURE(budget);
-            const auto recorded = dtr::graph::simulate_dtr<dtr_next_use>(g, budget, {}, {}, 3);
-            const auto [status, bare] = run_bare<dtr_next_use>(g, budget, 3);
-            const auto [eq_status, eq_bare] = run_bare<dtr_eqclass>(g, budget, 3);
+            const auto recorded = dtr::graph::simulate_dtr<h::dtr_next_use>(g, budget, {}, {}, 3);
+            const auto [status, bare] = run_bare<h::dtr_next_use>(g, budget, 3);
+            const auto [eq_status, eq_bare] = run_bare<h::dtr_eqclass>(g, budget, 3);
             ++runs;
             REQUIRE(recorded.status == status);
             CHECK(recorded.stats.rematerializations == bare.rematerializations);
