@@ -15,8 +15,12 @@
 // transfers as well; the time they would take is the runtime clock's modelled wait, shown
 // apart from the wall time.
 //
-//   train_mlp [--steps N] [--depth D] [--width W] [--batch B] [--heuristic dtr_local|lru|largest]
-//             [--offload GBPS]
+// Each SGD step starts with runtime::begin_step(): from the second step on, the default policy
+// knows when each storage is read next (docs/design.md, "Steps"); --heuristic names another.
+//
+//   train_mlp [--steps N] [--depth D] [--width W] [--batch B]
+//             [--heuristic default|dtr_eqclass|dtr_local|lru|largest] [--offload GBPS]
+#include <dtr/heuristic/dtr_eqclass.hpp>
 #include <dtr/heuristic/dtr_local.hpp>
 #include <dtr/heuristic/largest.hpp>
 #include <dtr/heuristic/lru.hpp>
@@ -147,7 +151,7 @@ struct sgd_update {
 
 struct config {
     std::size_t steps = 10, depth = 8, width = 64, batch = 1024, inputs = 32, classes = 10;
-    std::string heuristic = "dtr_local";
+    std::string heuristic = "default";
     double offload_gbps = 0; //!< > 0: a host tier at this bandwidth (GB/s)
 };
 
@@ -227,6 +231,7 @@ result train(const config& cfg, std::size_t budget) {
         }
         const std::size_t layers = w.size();
         for (std::size_t step = 0; step < cfg.steps; ++step) {
+            rt.begin_step(); // the same place in every step: the runtime learns the step
             // Forward: keep what backward reads, as autograd would.
             std::vector<dtr::tensor> acts{x}; // input of each layer
             dtr::tensor logits;
@@ -379,14 +384,18 @@ int main(int argc, char** argv) {
         } else {
             std::fprintf(stderr,
                          "usage: train_mlp [--steps N] [--depth D] [--width W] [--batch B] "
-                         "[--heuristic dtr_local|lru|largest] [--offload GBPS]\n");
+                         "[--heuristic default|dtr_eqclass|dtr_local|lru|largest] "
+                         "[--offload GBPS]\n");
             return 2;
         }
     }
+    if (cfg.heuristic == "default")
+        return sweep<dtr::runtime<dtr::host_backend>::heuristic_type>(cfg);
+    if (cfg.heuristic == "dtr_eqclass") return sweep<dtr::heuristics::dtr_eqclass>(cfg);
     if (cfg.heuristic == "dtr_local") return sweep<dtr::heuristics::dtr_local>(cfg);
     if (cfg.heuristic == "lru") return sweep<dtr::heuristics::lru>(cfg);
     if (cfg.heuristic == "largest") return sweep<dtr::heuristics::largest>(cfg);
-    std::fprintf(stderr, "unknown heuristic '%s' (dtr_local, lru, largest)\n",
+    std::fprintf(stderr, "unknown heuristic '%s' (default, dtr_eqclass, dtr_local, lru, largest)\n",
                  cfg.heuristic.c_str());
     return 2;
 }

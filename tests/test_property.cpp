@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // Property test against a reference: random programs run once without a budget, then under
-// random budgets with every heuristic and both release policies, most runs with faults
-// injected into the backend (dtr::fault_injecting_backend: refused allocations, operators
-// throwing before or after their body), half of them with a host tier the runtime offloads
-// to (runtime_options::offload, some copying out ahead), whose transfers are made to fail
-// too. Every value read, also through pin guards kept across later calls and mutations, must
-// be bit-identical to the reference run, resident bytes must never exceed the budget, and
-// nothing may leak, on the device or in the host tier.
+// random budgets with dtr_local, lru, largest and the runtime's default policy and two release
+// policies, most runs with faults injected into the backend (dtr::fault_injecting_backend:
+// refused allocations, operators throwing before or after their body), half of them with a
+// host tier the runtime offloads to (runtime_options::offload, some copying out ahead), whose
+// transfers are made to fail too. Every value read, also through pin guards kept across later
+// calls and mutations, must be bit-identical to the reference run, resident bytes must never
+// exceed the budget, and nothing may leak, on the device or in the host tier.
 //
 // Environment: DTR_PROPERTY_SEED (default: random, printed), DTR_PROPERTY_PROGRAMS
 // (default: the build's property_programs option), DTR_PROPERTY_ONLY=i (replay one program).
@@ -125,6 +125,8 @@ void check_against(const dtr_test::program_trace& reference, std::uint64_t seed,
     tier_runs += offload != dtr::offload_policy::off;
 }
 
+using default_policy = dtr::runtime<dtr::host_backend>::heuristic_type;
+
 } // namespace
 
 TEST_CASE("random programs under budgets read exactly what the unbudgeted run reads") {
@@ -154,6 +156,10 @@ TEST_CASE("random programs under budgets read exactly what the unbudgeted run re
                                                 budget_rng, fault_rng, sum, tier_runs, replay);
             check_against<dtr::heuristics::largest>(reference, program_seed, steps, scope, dealloc,
                                                     budget_rng, fault_rng, sum, tier_runs, replay);
+            // The runtime's default (indexed:dtr_next_use). These programs repeat no step, so
+            // it runs on dtr_eqclass's index here; test_property_steps covers its forecast.
+            check_against<default_policy>(reference, program_seed, steps, scope, dealloc,
+                                          budget_rng, fault_rng, sum, tier_runs, replay);
         }
         ++ran;
     });

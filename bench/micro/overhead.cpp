@@ -187,6 +187,14 @@ int main(int argc, char** argv) {
             [&] { return training<dtr_eqclass>(calls, 1000, 0.25, supplied); });
     measure("train@25%", "dtr_next_use", "supplied",
             [&] { return training<dtr_next_use>(calls, 1000, 0.25, supplied); });
+    // The runtime's default policy, whatever it is (indexed:dtr_next_use since issue 33).
+    using default_policy = dtr::runtime<dtr::host_backend>::heuristic_type;
+    measure("independent", "default", "supplied",
+            [&] { return independent<default_policy>(calls, supplied); });
+    measure("training", "default", "supplied",
+            [&] { return training<default_policy>(calls, 1000, 1.0, supplied); });
+    measure("train@25%", "default", "supplied",
+            [&] { return training<default_policy>(calls, 1000, 0.25, supplied); });
     std::printf(
         "(train@25%%: %llu evictions per %zu calls; each scans the evictable storages, ~250)\n",
         static_cast<unsigned long long>(evictions), calls);

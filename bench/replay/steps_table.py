@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Issue 33's targets, side by side: today's default against the step-aware policies.
+"""Issue 33's targets, side by side: the runtime's default against the online policies.
 
 usage: steps_table.py [--build DIR] [--shared DIR] [--out DIR] [--no-run] [--skip SECTION]...
                       [--milp-graph NAME]... [--milp-time-limit S]
@@ -10,10 +10,13 @@ Runs (unless --no-run) and tabulates three things, writing each tool's JSON unde
 
 1. replay: the eight paper logs (DTR_SHARED/dtr-logs) with dtr-replay under the runtime's
    default release and restore (--dealloc keep-once-bound --restore-pins yield), once for one
-   step (today: dtr_eqclass, and dtr_held, the best single policy) and once for three steps
-   (--steps 3, runtime::begin_step() before each; cells are then the steady state, steps 2
-   and 3 over two baseline steps) under dtr_eqclass and the step-aware dtr_next_use and
-   dtr_held_next_use. Files steps-paper-1.json, steps-paper-3.json.
+   step (dtr_eqclass, the old default, and dtr_held, the best single policy) and once for
+   three steps (--steps 3, runtime::begin_step() before each; cells are then the steady
+   state, steps 2 and 3 over two baseline steps) under dtr_eqclass and the step-aware
+   dtr_next_use and dtr_held_next_use, and under the runtime's default, dtr_next_use through
+   the indexed search (--search indexed). Files steps-paper-1.json, steps-paper-3.json,
+   steps-paper-3-indexed.json. (dtr-optimal, section 2, runs the scan: with a forecast the
+   default searches by the scan too, and without one its index makes dtr_eqclass's choices.)
 2. optimal: Checkmate's graphs (DTR_SHARED/checkmate-graphs) with dtr-optimal, the DTR
    strategies over one iteration and over two (--iterations 2: the second iteration's
    schedule, checked), under the runtime's default release and restore, against the LP bound (solved here) and Checkmate's MILP: solved here
@@ -43,12 +46,17 @@ LOOP_RATIOS = [0.9, 0.8, 0.7, 0.6, 0.55]
 # dtr-replay under the runtime's default release and restore, one replay at a time.
 REPLAY_DEFAULTS = ['--dealloc', 'keep-once-bound', '--restore-pins', 'yield', '--jobs', '1']
 # (configuration label, steps, policy): the table's column order.
-CONFIGS = [('dtr_eqclass, 1 step', 1, 'dtr_eqclass'), ('dtr_held, 1 step', 1, 'dtr_held'),
+# The runtime's default: dtr_next_use through the indexed search (dtr::runtime<Backend>).
+DEFAULT_POLICY = 'indexed:dtr_next_use'
+CONFIGS = [('dtr_eqclass, 1 step (the old default)', 1, 'dtr_eqclass'),
+           ('dtr_held, 1 step', 1, 'dtr_held'),
            ('dtr_eqclass, 3 steps', 3, 'dtr_eqclass'),
            ('dtr_next_use, 3 steps', 3, 'dtr_next_use'),
-           ('dtr_held_next_use, 3 steps', 3, 'dtr_held_next_use')]
+           ('dtr_held_next_use, 3 steps', 3, 'dtr_held_next_use'),
+           ('indexed:dtr_next_use, 3 steps (the default)', 3, DEFAULT_POLICY)]
 DTR_STRATEGIES = ['dtr:dtr_eqclass', 'dtr:dtr_held', 'dtr:dtr_next_use', 'dtr:dtr_held_next_use']
-# (strategy, iteration) divided by the MILP's best: today's default, the step-aware policies.
+# (strategy, iteration) divided by the MILP's best: the old default (online), the step-aware
+# policies.
 RATIOS = [('dtr:dtr_eqclass', '1st'), ('dtr:dtr_next_use', '2nd'), ('dtr:dtr_held_next_use', '2nd'),
           ('dtr:dtr_next_use', '4th')]
 ORDINAL_INDEX = {'1st': 0, '2nd': 1, '4th': 2}  # into ITERATIONS
@@ -98,13 +106,27 @@ def run_replay(a, logs):
         cmd = [binary] + sum((['--heuristic', p] for p in policies), []) + common
         cmd += ['--steps', steps, '--json', a.out / f'steps-paper-{steps}.json'] + logs
         run(cmd, stdout=subprocess.DEVNULL)
+    search, heuristic = DEFAULT_POLICY.split(':')
+    run([binary, '--heuristic', heuristic, '--search', search] + common +
+        ['--steps', 3, '--json', a.out / 'steps-paper-3-indexed.json'] + logs,
+        stdout=subprocess.DEVNULL)
+
+
+def policy_name(row):
+    """A replay's policy as the tables name it: the search strategy first unless the scan."""
+    search = row.get('search', 'exhaustive')
+    return row['heuristic'] if search == 'exhaustive' else f"{search}:{row['heuristic']}"
 
 
 def replay_tables(a, md):
     cells, logs = {}, []
-    for steps in (1, 3):
-        with open(a.out / f'steps-paper-{steps}.json') as f:
+    files = [(1, 'steps-paper-1.json'), (3, 'steps-paper-3.json'), (3, 'steps-paper-3-indexed.json')]
+    for steps, name in files:
+        if not (a.out / name).exists():
+            continue
+        with open(a.out / name) as f:
             for r in json.load(f):
+                r['heuristic'] = policy_name(r)
                 key = (r['log'], steps, r['heuristic'], r['ratio'])
                 r['cell'] = r['steady_slowdown'] if steps > 1 and r['status'] == 'ok' else r['slowdown']
                 cells[key] = r
@@ -189,7 +211,7 @@ def optimal_tables(a, md):
               '/ the fourth of four (the forecast guard\'s choice after comparing the two), '
               'beside the MILP (solved here where marked *, else bench/optimal/results) and the '
               'LP bound, under the runtime\'s default release and restore (`--dealloc '
-              'keep-once-bound`, yield); the last columns divide today\'s default (`dtr_eqclass`, '
+              'keep-once-bound`, yield); the last columns divide the old default (`dtr_eqclass`, '
               'one iteration) and the step-aware policies\' second (and fourth) iteration by the MILP\'s best '
               '(by the LP bound where the MILP has none, marked LB).\n')
     md.append('| graph | budget fraction | ' + ' | '.join(f'`{s[4:]}`' for s in DTR_STRATEGIES) +
@@ -342,7 +364,7 @@ def main():
                 stdout=subprocess.DEVNULL)
         if 'loop' not in a.skip:
             run_loop(a)
-    md, summary = ['# Steps (issue 33): today\'s default against the step-aware policies\n'], {}
+    md, summary = ['# Steps (issue 33): the runtime\'s default against the online policies\n'], {}
     if (a.out / 'steps-paper-1.json').exists() and (a.out / 'steps-paper-3.json').exists():
         md.append('## Paper logs\n')
         summary['replay'] = {f'{c}@{r:g}': v for (c, r), v in replay_tables(a, md).items()}

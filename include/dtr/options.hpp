@@ -200,9 +200,9 @@ struct runtime_options {
     std::size_t budget = unlimited;
     //! What a storage's release does. The default keeps released storages once the budget
     //! binds, with kept_priority::first: on the paper's logs it finishes 7 of 8 at 0.3 and 5
-    //! of 8 at 0.15 under the default policy where eager_evict finishes 6 and 1
-    //! (docs/heuristics.md, "The default release"), and an unbudgeted run's peak is
-    //! eager_evict's.
+    //! of 8 at 0.15 under dtr_eqclass (the default policy's online scores) where
+    //! eager_evict finishes 6 and 1 (docs/heuristics.md, "The default release"), and an
+    //! unbudgeted run's peak is eager_evict's.
     dealloc_policy dealloc = dealloc_policy::keep_once_bound;
     //! Under keep_resident and keep_once_bound: whether kept storages are evicted before
     //! held ones.

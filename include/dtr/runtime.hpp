@@ -35,13 +35,14 @@
 #include <dtr/detail/rematerializer.hpp>
 #include <dtr/detail/step_tracker.hpp>
 #include <dtr/error.hpp>
-#include <dtr/heuristic/dtr_eqclass.hpp>
+#include <dtr/heuristic/next_use.hpp>
 #include <dtr/hooks.hpp>
 #include <dtr/memory_report.hpp>
 #include <dtr/offload.hpp>
 #include <dtr/op_context.hpp>
 #include <dtr/options.hpp>
 #include <dtr/pin_guard.hpp>
+#include <dtr/search/indexed.hpp>
 #include <dtr/step_forecast.hpp>
 #include <dtr/tensor.hpp>
 
@@ -65,8 +66,11 @@ namespace dtr {
 //!
 //! @tparam Backend   where storages live and operators run (dtr::backend)
 //! @tparam Heuristic which storage to evict under pressure (dtr::heuristic); the default,
-//!                   dtr_eqclass, is the best policy whose upkeep stays near-constant per
-//!                   event on any program (docs/heuristics.md, "The default")
+//!                   dtr_next_use through the indexed search, scores by dtr_eqclass (the
+//!                   best policy whose upkeep stays near-constant per event on any program)
+//!                   until the program repeats a step the runtime has recorded, and by the
+//!                   time to each storage's next use while it does (docs/heuristics.md,
+//!                   "The default")
 //!
 //! Guarantees:
 //! - resident bytes never exceed budget() (the budget is a hard limit);
@@ -77,7 +81,7 @@ namespace dtr {
 //!   the call's own effects); nothing computed is lost.
 //!
 //! Not thread-safe: one runtime per device and thread, as a framework's allocator would be.
-template <class Backend, class Heuristic = heuristics::dtr_eqclass>
+template <class Backend, class Heuristic = search::indexed<heuristics::dtr_next_use>>
 class runtime final : private detail::runtime_base {
     static_assert(backend<Backend>,
                   "dtr::runtime<Backend, Heuristic>: Backend does not model dtr::backend "

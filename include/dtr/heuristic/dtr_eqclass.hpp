@@ -16,8 +16,10 @@ namespace dtr::heuristics {
 //! splitting the class (phantom dependencies: see cost::eqclass). Matches the published
 //! simulator's `DTREqClass`.
 //!
-//! Choose it as the default for real workloads: near-constant maintenance per event, scores
-//! close to h_DTR's, and dtr::search::indexed makes its victim search sub-linear.
+//! The runtime's default scores by it wherever the program does not repeat a recorded step
+//! (dtr_next_use, next_use.hpp): near-constant maintenance per event, scores close to
+//! h_DTR's, and dtr::search::indexed makes its victim search sub-linear. Choose it alone for
+//! a program without repeated steps.
 struct dtr_eqclass : ablation<cost::eqclass, true, true> {
     static constexpr const char* name = "dtr_eqclass";
 };
