@@ -203,12 +203,15 @@ TEST_CASE("an event the recorded step does not have is skipped over; the step go
     CHECK(rt.stats().steps_learned == 1);
 }
 
-TEST_CASE("with the forecast, of two storages alike the one read later is evicted") {
+// dtr_next_use, and the runtime's default (dtr_next_use through the indexed search: the index
+// decides the recorded step, the scan the steps that follow it).
+TEST_CASE_TEMPLATE("with the forecast, of two storages alike the one read later is evicted",
+                   Runtime, next_use_runtime, dtr::runtime<dtr::host_backend>) {
     // b and a have the same size and cost; b is older (staler) but read first. Call 2 needs
     // room for one of them: the online policy evicts the stalest (b, read next), the forecast
     // the one read later (a).
     constexpr std::size_t s = 100;
-    next_use_runtime rt({.budget = 8 + 3 * s - 2, .dealloc = dtr::dealloc_policy::eager_evict});
+    Runtime rt({.budget = 8 + 3 * s - 2, .dealloc = dtr::dealloc_policy::eager_evict});
     dtr::tensor x = rt.constant(8, dtr_test::fill_with(1));
     std::vector<bool> a_kept, b_kept;
     std::vector<std::uint64_t> remats;
