@@ -389,8 +389,7 @@ int main(int argc, char** argv) {
             return 2;
         }
     }
-    if (cfg.heuristic == "default")
-        return sweep<dtr::runtime<dtr::host_backend>::heuristic_type>(cfg);
+    if (cfg.heuristic == "default") return sweep<dtr::default_heuristic>(cfg);
     if (cfg.heuristic == "dtr_eqclass") return sweep<dtr::heuristics::dtr_eqclass>(cfg);
     if (cfg.heuristic == "dtr_local") return sweep<dtr::heuristics::dtr_local>(cfg);
     if (cfg.heuristic == "lru") return sweep<dtr::heuristics::lru>(cfg);

@@ -18,6 +18,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -921,6 +922,44 @@ TEST_CASE("eqclass values are the summed cost of their evicted members; nodes ar
     CHECK(rt.heuristic().size() == 0);
     CHECK(rt.heuristic().inner().model().forest().live_nodes() == 0);
     CHECK(rt.heuristic().inner().model().forest().live_registrations() == 0);
+}
+
+TEST_CASE("the index is built at the first decision, then follows the pool") {
+    static_assert(
+        std::is_same_v<dtr::runtime<dtr::sim_backend>::heuristic_type, dtr::default_heuristic>);
+    // A chain of 40 storages of 10 bytes, all held, each from the one before.
+    auto grow = [](auto& rt) {
+        std::vector<tensor> chain{rt.constant(10)};
+        for (int i = 0; i < 40; ++i) chain.push_back(rt.call(out(10), {chain.back()}, {.cost = 5}));
+        return chain;
+    };
+    // A budget that never binds: no decision, so the index files nothing.
+    dtr::runtime<dtr::sim_backend> roomy({.budget = 1000});
+    const auto roomy_chain = grow(roomy);
+    CHECK(roomy.stats().evictions == 0);
+    CHECK(roomy.evictable_count() == 40);
+    CHECK_FALSE(roomy.heuristic().built());
+    CHECK(roomy.heuristic().size() == 0);
+    // A budget that binds, the runtime learning no step: from the first victim on, every
+    // evictable storage is indexed, and the victims are those of the policy's own scan.
+    const dtr::runtime_options online{.budget = 200, .steps = dtr::step_learning::off};
+    dtr::runtime<dtr::sim_backend> tight(online);
+    dtr::runtime<dtr::sim_backend, h::dtr_next_use> scan(online);
+    const auto tight_chain = grow(tight);
+    const auto scan_chain = grow(scan);
+    CHECK(tight.stats().evictions > 0);
+    CHECK(tight.heuristic().built());
+    CHECK(tight.heuristic().size() == tight.evictable_count());
+    for (std::size_t i = 0; i < tight_chain.size(); ++i)
+        CHECK(tight.is_resident(tight_chain[i]) == scan.is_resident(scan_chain[i]));
+    tight.check_invariants();
+    // The chain repeats one call, which the runtime learns as its step at once: every
+    // decision has the forecast, the scan decides, and the index is never built.
+    dtr::runtime<dtr::sim_backend> informed({.budget = 200});
+    const auto informed_chain = grow(informed);
+    CHECK(informed.stats().evictions > 0);
+    CHECK(informed.stats().forecast_calls > 0);
+    CHECK_FALSE(informed.heuristic().built());
 }
 
 TEST_CASE("random, sampled and skip_small are reproducible") {

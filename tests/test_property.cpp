@@ -125,7 +125,7 @@ void check_against(const dtr_test::program_trace& reference, std::uint64_t seed,
     tier_runs += offload != dtr::offload_policy::off;
 }
 
-using default_policy = dtr::runtime<dtr::host_backend>::heuristic_type;
+using default_policy = dtr::default_heuristic;
 
 } // namespace
 

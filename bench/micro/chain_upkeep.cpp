@@ -68,7 +68,7 @@ bool with_policy(std::string_view name, F&& f) {
         return f(std::type_identity<h::dtr_held_bounded>{}), true;
     if (name == h::dtr_held::name) return f(std::type_identity<h::dtr_held>{}), true;
     if (name == h::dtr_next_use::name) return f(std::type_identity<h::dtr_next_use>{}), true;
-    using default_policy = dtr::runtime<dtr::sim_backend>::heuristic_type;
+    using default_policy = dtr::default_heuristic;
     if (name == default_policy::name) return f(std::type_identity<default_policy>{}), true;
     return false;
 }

@@ -188,7 +188,7 @@ int main(int argc, char** argv) {
     measure("train@25%", "dtr_next_use", "supplied",
             [&] { return training<dtr_next_use>(calls, 1000, 0.25, supplied); });
     // The runtime's default policy, whatever it is (indexed:dtr_next_use since issue 33).
-    using default_policy = dtr::runtime<dtr::host_backend>::heuristic_type;
+    using default_policy = dtr::default_heuristic;
     measure("independent", "default", "supplied",
             [&] { return independent<default_policy>(calls, supplied); });
     measure("training", "default", "supplied",

@@ -62,6 +62,11 @@
 
 namespace dtr {
 
+//! @brief The runtime's default policy, by name: dtr_next_use through the indexed search
+//! (docs/heuristics.md, "The default"). Spelled once, here; code that wants the default and
+//! must name it (a sweep over policies, a bench row) uses this alias and follows it.
+using default_heuristic = search::indexed<heuristics::dtr_next_use>;
+
 //! @brief The DTR runtime for one device.
 //!
 //! @tparam Backend   where storages live and operators run (dtr::backend)
@@ -81,7 +86,7 @@ namespace dtr {
 //!   the call's own effects); nothing computed is lost.
 //!
 //! Not thread-safe: one runtime per device and thread, as a framework's allocator would be.
-template <class Backend, class Heuristic = search::indexed<heuristics::dtr_next_use>>
+template <class Backend, class Heuristic = default_heuristic>
 class runtime final : private detail::runtime_base {
     static_assert(backend<Backend>,
                   "dtr::runtime<Backend, Heuristic>: Backend does not model dtr::backend "

@@ -99,13 +99,21 @@ concept indexable = heuristics::factored_heuristic<typename detail::factored_cor
 //! left the pool to be pinned keeps its key unless a decrease was reported meanwhile);
 //! O(1) amortized per access; a re-key per reported decrease.
 //!
+//! Built at the first decision. Until a victim is needed (a budget that never binds, the
+//! first calls of a program before it does) the index keeps nothing: pool insertions,
+//! removals and accesses cost the policy's own upkeep only, and no numerator is computed.
+//! The first decision that uses the index files the whole pool, O(pool) numerators once;
+//! from there on the index follows the pool as above. The victims are the same either way:
+//! each is of minimum score, found by the same function.
+//!
 //! A policy that reads the forecast (dtr_next_use: next_use_aware over dtr_eqclass) is
 //! indexed by its online policy's scores, which are its own scores while no forecast is in
 //! force; while one is (heuristic_context::forecast), its scores depend on when each
 //! storage is read next, which no key bounds, and a decision is the exhaustive scan
-//! instead, the same victim as the policy alone. The index is kept up to date throughout,
-//! so that it serves again at once when the program leaves the recorded step or the
-//! forecast guard withholds the forecast.
+//! instead, the same victim as the policy alone. Once built, the index is kept up to date
+//! throughout, so that it serves again at once when the program leaves the recorded step or
+//! the forecast guard withholds the forecast; a program that has the forecast from its
+//! first decision on never builds it.
 //!
 //! @tparam H a search::indexable policy
 template <class H>
@@ -168,7 +176,7 @@ public:
     template <class Storage>
     void on_pool_insert(Storage& s, const heuristic_context& ctx) {
         base::on_pool_insert(s, ctx);
-        insert(s, ctx);
+        if (built_) insert(s, ctx);
     }
     template <class Storage>
     void on_pool_erase(Storage& s, const heuristic_context& ctx) {
@@ -206,7 +214,9 @@ public:
     }
 
     // ---- introspection ----------------------------------------------------------------
-    //! @brief Storages indexed (the evictable pool's size).
+    //! @brief Whether the index has been built (at the first decision that needed it).
+    [[nodiscard]] bool built() const noexcept { return built_; }
+    //! @brief Storages indexed: the evictable pool's size once built, 0 before.
     [[nodiscard]] std::size_t size() const noexcept { return size_; }
     //! @brief Buckets holding at least one storage.
     [[nodiscard]] std::size_t nonempty_buckets() const noexcept {
@@ -375,6 +385,7 @@ private:
     std::vector<void*> recheck_; //!< storages found with a stale-low key while deciding
     std::vector<head> heads_;
     std::size_t size_ = 0;
+    bool built_ = false; //!< the pool has been filed (at the first decision using the index)
     std::uint64_t rekeys_ = 0;
     std::uint64_t decrease_rekeys_ = 0;
 };
@@ -387,8 +398,12 @@ typename Pool::value_type* indexed<H>::choose(Pool& pool, const heuristic_contex
         // The scores read the forecast: no key bounds them. The policy's own scan, so that
         // the victim is the one the policy alone would take.
         if (ctx.forecast != nullptr) return exhaustive_choice(pool, this->inner_, ctx);
-    } else {
-        (void)pool;
+    }
+    if (!built_) {
+        // The first decision: file the pool. Nothing was reported before (no member, no
+        // registration), so every key is computed here, each a lower bound as always.
+        built_ = true;
+        for (auto& s : pool) insert(s, ctx);
     }
     if (size_ == 0) return nullptr;
     // Keys whose numerator may have dropped are no longer lower bounds: fix them first.
