@@ -79,7 +79,8 @@ struct options {
     std::size_t iterations = 1;
 };
 
-//! The heuristics the DTR strategies run ("dtr:" + name).
+//! The heuristics the DTR strategies run ("dtr:" + name); "default" is the runtime's own
+//! default (dtr::default_heuristic), its search strategy included.
 constexpr const char* dtr_heuristic_names[] = {"dtr",
                                                "dtr_eqclass",
                                                "dtr_local",
@@ -90,7 +91,8 @@ constexpr const char* dtr_heuristic_names[] = {"dtr",
                                                "dtr_ancestors_soft",
                                                "dtr_held_bounded",
                                                "dtr_next_use",
-                                               "dtr_held_next_use"};
+                                               "dtr_held_next_use",
+                                               "default"};
 
 //! Every strategy make_strategies() can offer, in its order; a graph gets those that apply
 //! to it (Chen et al.'s need a backward pass, the LP and MILP strategies a small graph).
@@ -361,10 +363,15 @@ std::vector<strategy> make_strategies(const static_graph& g, const options& opt,
                  outcome o;
                  const double t0 = now_s();
                  graph::dtr_run run;
+                 const auto simulate = [&]<class H>(std::type_identity<H>) {
+                     run = graph::simulate_dtr<H>(c.graph, c.budget, ro, H{}, iterations);
+                 };
+                 // "default" is dtr::default_heuristic as the runtime runs it (its search
+                 // strategy included), not a policy name of the scan's registry
                  const bool known =
-                     heuristics::with_heuristic(heuristic, [&]<class H>(std::type_identity<H>) {
-                         run = graph::simulate_dtr<H>(c.graph, c.budget, ro, H{}, iterations);
-                     });
+                     heuristic == "default"
+                         ? (simulate(std::type_identity<dtr::default_heuristic>{}), true)
+                         : heuristics::with_heuristic(heuristic, simulate);
                  o.seconds = now_s() - t0;
                  if (!known) {
                      o.status = "error";

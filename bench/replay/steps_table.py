@@ -15,9 +15,9 @@ Runs (unless --no-run) and tabulates three things, writing each tool's JSON unde
    state, steps 2 and 3 over two baseline steps) under dtr_eqclass and the step-aware
    dtr_next_use and dtr_held_next_use, and under the runtime's default, dtr_next_use through
    the indexed search (--search indexed). Files steps-paper-1.json, steps-paper-3.json,
-   steps-paper-3-indexed.json. (dtr-optimal, section 2, runs the scan only: with a forecast
-   the default searches by the scan too, and without one its index made dtr_eqclass's
-   choices on every paper-log run of section 1.)
+   steps-paper-3-indexed.json. (dtr-optimal, section 2, runs the scan only: its dtr:default,
+   the index included, gives the same cost in every cell of that sweep:
+   bench/optimal/results/default-vs-scan.txt.)
 2. optimal: Checkmate's graphs (DTR_SHARED/checkmate-graphs) with dtr-optimal, the DTR
    strategies over one iteration and over two (--iterations 2: the second iteration's
    schedule, checked), under the runtime's default release and restore, against the LP bound (solved here) and Checkmate's MILP: solved here
