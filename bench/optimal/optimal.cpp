@@ -366,12 +366,11 @@ std::vector<strategy> make_strategies(const static_graph& g, const options& opt,
                  const auto simulate = [&]<class H>(std::type_identity<H>) {
                      run = graph::simulate_dtr<H>(c.graph, c.budget, ro, H{}, iterations);
                  };
-                 // "default" is dtr::default_heuristic as the runtime runs it (its search
-                 // strategy included), not a policy name of the scan's registry
-                 const bool known =
-                     heuristic == "default"
-                         ? (simulate(std::type_identity<dtr::default_heuristic>{}), true)
-                         : heuristics::with_heuristic(heuristic, simulate);
+                 bool known = true;
+                 if (heuristic == "default") // not a name in the policies' registry
+                     simulate(std::type_identity<dtr::default_heuristic>{});
+                 else
+                     known = heuristics::with_heuristic(heuristic, simulate);
                  o.seconds = now_s() - t0;
                  if (!known) {
                      o.status = "error";
