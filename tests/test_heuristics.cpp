@@ -251,6 +251,25 @@ TEST_CASE("each policy's score on a chain with an evicted segment (G1)") {
         CHECK(policy.score(storage(rt, g.d), ctx) == (7.0 + 8) / (8 * 100));
     }
     {
+        // dtr_eqclass_held: the class {b, c} is a's child class, so a is charged only for its
+        // members with a handle: both at first, none once the program releases them (the
+        // release lowers the class's held part: on_release). d reaches it as its parent
+        // class, charged whole either way. Releasing c alone leaves b's 3.
+        auto [a, d] = g1_scores<h::dtr_eqclass_held>();
+        CHECK(a == (2.0 + 8) / (8 * 115));
+        CHECK(d == (7.0 + 8) / (8 * 100));
+        sim_rt<h::dtr_eqclass_held> rt;
+        g1 g = build_g1(rt);
+        const auto ctx = now_of(rt);
+        auto& policy = static_cast<h::dtr_eqclass_held&>(rt.heuristic());
+        g.tc.reset();
+        CHECK(policy.score(storage(rt, g.a), ctx) == (2.0 + 3) / (8 * 115));
+        g.tb.reset();
+        CHECK(policy.score(storage(rt, g.a), ctx) == 2.0 / (8 * 115));
+        CHECK(policy.score(storage(rt, g.d), ctx) == (7.0 + 8) / (8 * 100));
+        CHECK(policy.model().class_value(storage(rt, g.b)) == 8);
+    }
+    {
         // With a bound of one visit per walk, d's upward walk stops at c (cost 5): b is past
         // the bound. a's downward walk reaches b (3) alone.
         sim_rt<h::dtr_held_bounded> rt({}, dtr::sim_backend{}, recorder<h::dtr_held_bounded>(1));
@@ -676,6 +695,7 @@ TEST_CASE("indexed search finds the exhaustive minimum on random workloads") {
     check_indexed_agreement<h::dtr_ancestors>();
     check_indexed_agreement<h::dtr_reduced>();
     check_indexed_agreement<h::ablation<h::cost::eqclass, false, true>>();
+    check_indexed_agreement<h::dtr_eqclass_held>(); // decreases on release, too
 }
 
 TEST_CASE("indexed search agrees on the property test's random programs") {

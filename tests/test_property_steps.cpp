@@ -14,6 +14,7 @@
 #include "support/property_harness.hpp"
 
 #include <dtr/backend/fault_injecting.hpp>
+#include <dtr/heuristic/dtr_eqclass_held.hpp>
 #include <dtr/heuristic/dtr_local.hpp>
 #include <dtr/heuristic/next_use.hpp>
 #include <dtr/runtime.hpp>
@@ -148,6 +149,8 @@ TEST_CASE("random programs read the same values under the forecast, steps repeat
                                                 sum, steps);
             check_against<dtr::search::indexed<h::dtr_next_use>>(reference, c, true, dealloc,
                                                                  budget_rng, fault_rng, sum, steps);
+            check_against<dtr::search::indexed<h::dtr_eqclass_held_next_use>>(
+                reference, c, true, dealloc, budget_rng, fault_rng, sum, steps);
         }
         ++ran;
     });

@@ -9,11 +9,13 @@
 //
 // usage: chain_upkeep [--lengths 1000,10000,100000,1000000]
 //                     [--heuristics dtr_eqclass,indexed:dtr_next_use (the default),
-//                                   dtr_held_bounded,dtr_held,dtr_next_use]
+//                                   dtr_held_bounded,dtr_held,dtr_next_use,
+//                                   indexed:dtr_eqclass_held_next_use]
 //                     [--max-held N]
 //                     [--walk-limits 256] (K of dtr_held_bounded; 0 in the JSON for the others)
 //                     [--json FILE]
 #include <dtr/heuristic/dtr_eqclass.hpp>
+#include <dtr/heuristic/dtr_eqclass_held.hpp>
 #include <dtr/heuristic/dtr_held.hpp>
 #include <dtr/heuristic/dtr_held_bounded.hpp>
 #include <dtr/heuristic/next_use.hpp>
@@ -70,6 +72,8 @@ bool with_policy(std::string_view name, F&& f) {
     if (name == h::dtr_next_use::name) return f(std::type_identity<h::dtr_next_use>{}), true;
     using default_policy = dtr::default_heuristic;
     if (name == default_policy::name) return f(std::type_identity<default_policy>{}), true;
+    using held_default = dtr::search::indexed<h::dtr_eqclass_held_next_use>;
+    if (name == held_default::name) return f(std::type_identity<held_default>{}), true;
     return false;
 }
 

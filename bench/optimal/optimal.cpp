@@ -92,6 +92,8 @@ constexpr const char* dtr_heuristic_names[] = {"dtr",
                                                "dtr_held_bounded",
                                                "dtr_next_use",
                                                "dtr_held_next_use",
+                                               "dtr_eqclass_held",
+                                               "dtr_eqclass_held_next_use",
                                                "default"};
 
 //! Every strategy make_strategies() can offer, in its order; a graph gets those that apply

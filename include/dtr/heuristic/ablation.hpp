@@ -146,6 +146,10 @@ public:
             model_.on_rematerialize(s, ctx, l);
     }
     template <class Storage, class Listener = cost::ignore_decrease>
+    void on_release(Storage& s, const heuristic_context& ctx, Listener&& l = {}) {
+        if constexpr (requires { model_.on_release(s, ctx, l); }) model_.on_release(s, ctx, l);
+    }
+    template <class Storage, class Listener = cost::ignore_decrease>
     void on_destroy(Storage& s, const heuristic_context& ctx, Listener&& l = {}) {
         if constexpr (requires { model_.on_destroy(s, ctx, l); }) model_.on_destroy(s, ctx, l);
     }

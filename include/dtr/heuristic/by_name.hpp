@@ -12,6 +12,7 @@
 #include <dtr/heuristic/dtr_ancestors.hpp>
 #include <dtr/heuristic/dtr_ancestors_soft.hpp>
 #include <dtr/heuristic/dtr_eqclass.hpp>
+#include <dtr/heuristic/dtr_eqclass_held.hpp>
 #include <dtr/heuristic/dtr_held.hpp>
 #include <dtr/heuristic/dtr_held_bounded.hpp>
 #include <dtr/heuristic/dtr_local.hpp>
@@ -37,7 +38,8 @@ using ablations_of = policy_list<ablation<Cost, true, true>, ablation<Cost, true
 
 using named_policies =
     policy_list<dtr, dtr_eqclass, dtr_local, msps, lru, largest, random, dtr_ancestors,
-                dtr_ancestors_soft, dtr_held, dtr_held_bounded, dtr_next_use, dtr_held_next_use>;
+                dtr_ancestors_soft, dtr_held, dtr_held_bounded, dtr_next_use, dtr_held_next_use,
+                dtr_eqclass_held, dtr_eqclass_held_next_use>;
 
 namespace detail {
 template <class F, class... H>

@@ -207,6 +207,10 @@ public:
         core().on_rematerialize(s, ctx, listener{this});
     }
     template <class Storage>
+    void on_release(Storage& s, const heuristic_context& ctx) {
+        core().on_release(s, ctx, listener{this});
+    }
+    template <class Storage>
     void on_destroy(Storage& s, const heuristic_context& ctx) {
         core().on_destroy(s, ctx, listener{this});
         core().untrack(s);

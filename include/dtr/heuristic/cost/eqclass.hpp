@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
 //! @brief Cost model "eqclass": the evicted neighbourhood approximated by undirected
-//! union-find classes carrying summed compute cost (the paper's h_DTR^eq).
+//! union-find classes carrying summed compute cost (the paper's h_DTR^eq), and its variant
+//! "eqclass_held" that charges the classes below a storage only for what the program holds.
 #pragma once
 
 #include <dtr/concepts.hpp>
@@ -9,6 +10,7 @@
 #include <dtr/heuristic/detail/class_forest.hpp>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace dtr::heuristics::cost {
 
@@ -40,14 +42,30 @@ namespace dtr::heuristics::cost {
 //! For an indexed search, a score's numerator can be computed "tracked": the storage is then
 //! registered with each class it counted, and when such a class loses value (a member is
 //! rematerialized or destroyed) the registered storages are handed to the decrease listener.
-class eqclass {
+//!
+//! HeldBelow (cost::eqclass_held): each class also sums the cost of its members that the
+//! program still holds (a handle at eviction, until on_release), and the classes of t's
+//! evicted children are charged that part only; those of its parents, and a class reached
+//! both ways, in full. dtr_held's split (evicted ancestors all, evicted descendants only
+//! where held) on undirected classes: what evicting t costs the program's own tensors, not
+//! its released history. A release of an evicted storage costs one find and counts as a
+//! decrease for the indexed search.
+template <bool HeldBelow>
+class basic_eqclass {
+    static constexpr char plain_tag[] = "eqclass";
+    static constexpr char held_tag[] = "eqclass_held";
+    struct no_held_part {};
+    struct held_part {
+        double eq_held = 0; //!< of eq_contributed, the part counted as held
+    };
+
 public:
-    struct storage_data {
+    struct storage_data : std::conditional_t<HeldBelow, held_part, no_held_part> {
         std::uint32_t eq_node = heuristics::detail::npos;          //!< class node while evicted
         std::uint32_t eq_registrations = heuristics::detail::npos; //!< own registry list
         double eq_contributed = 0; //!< cost added to the class at eviction
     };
-    static constexpr char tag[] = "eqclass";
+    static constexpr const char* tag = HeldBelow ? held_tag : plain_tag;
 
     //! @brief c(t) + sum of the distinct classes of t's evicted neighbours.
     //! Complexity: one find per neighbour.
@@ -75,7 +93,9 @@ public:
         storage_data& d = s.meta();
         if (d.eq_node != heuristics::detail::npos) leave(s, ctx, ignore_decrease{}); // defensive
         d.eq_contributed = static_cast<double>(s.cost());
-        d.eq_node = forest_.make(d.eq_contributed);
+        double held = 0;
+        if constexpr (HeldBelow) held = d.eq_held = s.handle_count() > 0 ? d.eq_contributed : 0.0;
+        d.eq_node = forest_.make(d.eq_contributed, held);
         ctx.count_access();
         std::uint32_t root = d.eq_node;
         auto merge = [&](const auto& u) {
@@ -90,6 +110,23 @@ public:
     template <class Storage, class Listener = ignore_decrease>
     void on_rematerialize(Storage& s, const heuristic_context& ctx, Listener&& listener = {}) {
         leave(s, ctx, listener);
+    }
+    //! @brief HeldBelow: an evicted storage that loses its last handle stops counting as held.
+    template <class Storage, class Listener = ignore_decrease>
+    void on_release(Storage& s, const heuristic_context& ctx, Listener&& listener = {}) {
+        if constexpr (HeldBelow) {
+            storage_data& d = s.meta();
+            if (d.eq_node == heuristics::detail::npos || d.eq_held == 0) return;
+            const std::uint32_t root = forest_.find(d.eq_node, ctx);
+            forest_.add_held(root, -d.eq_held);
+            d.eq_held = 0;
+            forest_.drain_dependents(
+                root, [&](void* candidate) { listener(*static_cast<Storage*>(candidate)); });
+        } else {
+            (void)s;
+            (void)ctx;
+            (void)listener;
+        }
     }
     template <class Storage, class Listener = ignore_decrease>
     void on_destroy(Storage& s, const heuristic_context& ctx, Listener&& listener = {}) {
@@ -121,18 +158,22 @@ private:
     double sum(const Storage& s, const heuristic_context& ctx, void* track) {
         const std::uint64_t epoch = ++epoch_;
         double total = static_cast<double>(s.cost());
+        bool below = false;
         auto add = [&](const auto& u) {
             ctx.count_access();
             const std::uint32_t node = u.meta().eq_node;
             if (u.resident() || node == heuristics::detail::npos || &u == &s) return;
             const std::uint32_t root = forest_.find(node, ctx);
             if (!forest_.mark(root, epoch)) return; // this class is already counted
-            total += forest_.value(root);
+            // Below t (HeldBelow): only what the program holds; a class met above first is
+            // counted whole.
+            total += HeldBelow && below ? forest_.held(root) : forest_.value(root);
             if (track != nullptr)
                 forest_.register_dependent(root, track,
                                            static_cast<Storage*>(track)->meta().eq_registrations);
         };
         s.for_each_parent(add);
+        below = true;
         s.for_each_child(add);
         return total;
     }
@@ -143,6 +184,10 @@ private:
         if (d.eq_node == heuristics::detail::npos) return;
         const std::uint32_t root = forest_.find(d.eq_node, ctx);
         forest_.add_value(root, -d.eq_contributed);
+        if constexpr (HeldBelow) {
+            forest_.add_held(root, -d.eq_held);
+            d.eq_held = 0;
+        }
         forest_.drain_dependents(
             root, [&](void* candidate) { listener(*static_cast<Storage*>(candidate)); });
         forest_.release(d.eq_node);
@@ -153,5 +198,10 @@ private:
     heuristics::detail::class_forest forest_;
     std::uint64_t epoch_ = 0;
 };
+
+using eqclass = basic_eqclass<false>;
+//! @brief eqclass whose classes reached through t's evicted children count only the members
+//! the program still holds (an approximation of dtr_held's downward half).
+using eqclass_held = basic_eqclass<true>;
 
 } // namespace dtr::heuristics::cost

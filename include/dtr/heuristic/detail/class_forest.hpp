@@ -23,8 +23,9 @@ namespace dtr::heuristics::detail {
 //! finds near-constant; every node visited is one metadata access.
 class class_forest {
 public:
-    //! @brief A new singleton class of value `value`, referenced once (by its storage).
-    std::uint32_t make(double value) {
+    //! @brief A new singleton class of value `value` (of which `held` is held), referenced
+    //! once (by its storage).
+    std::uint32_t make(double value, double held = 0) {
         std::uint32_t x;
         if (free_ != npos) {
             x = free_;
@@ -34,7 +35,7 @@ public:
             nodes_.push_back({});
             x = static_cast<std::uint32_t>(nodes_.size() - 1);
         }
-        nodes_[x] = node{x, 1, value, 0, npos, 0};
+        nodes_[x] = node{x, 1, value, held, 0, npos, 0};
         return x;
     }
 
@@ -72,6 +73,7 @@ public:
         rb.parent = a;
         ++ra.refs;
         ra.value += rb.value;
+        ra.held += rb.held;
         if (ra.rank == rb.rank) ++ra.rank;
         if (rb.dependents != npos) {
             if (ra.dependents == npos) {
@@ -106,6 +108,9 @@ public:
     //! @brief Value (summed cost) of the class whose root is `root`.
     [[nodiscard]] double value(std::uint32_t root) const noexcept { return nodes_[root].value; }
     void add_value(std::uint32_t root, double delta) noexcept { nodes_[root].value += delta; }
+    //! @brief The part of value() whose storages the program still holds.
+    [[nodiscard]] double held(std::uint32_t root) const noexcept { return nodes_[root].held; }
+    void add_held(std::uint32_t root, double delta) noexcept { nodes_[root].held += delta; }
 
     //! @brief Marks `root` with `epoch`; false when it already carried it (dedupe in sums).
     bool mark(std::uint32_t root, std::uint64_t epoch) noexcept {
@@ -137,6 +142,7 @@ private:
         std::uint32_t parent;     //!< itself for a root; free-list link once recycled
         std::uint32_t refs;       //!< owning storage + child nodes
         double value;             //!< summed cost (meaningful at roots)
+        double held;              //!< summed cost of the members with a handle
         std::uint64_t mark;       //!< epoch of the last sum that counted this root
         std::uint32_t dependents; //!< registry sentinel, or npos
         std::uint8_t rank;
