@@ -113,19 +113,15 @@ public:
     }
     //! @brief HeldBelow: an evicted storage that loses its last handle stops counting as held.
     template <class Storage, class Listener = ignore_decrease>
-    void on_release(Storage& s, const heuristic_context& ctx, Listener&& listener = {}) {
+    void on_release([[maybe_unused]] Storage& s, [[maybe_unused]] const heuristic_context& ctx,
+                    [[maybe_unused]] Listener&& listener = {}) {
         if constexpr (HeldBelow) {
             storage_data& d = s.meta();
             if (d.eq_node == heuristics::detail::npos || d.eq_held == 0) return;
             const std::uint32_t root = forest_.find(d.eq_node, ctx);
             forest_.add_held(root, -d.eq_held);
             d.eq_held = 0;
-            forest_.drain_dependents(
-                root, [&](void* candidate) { listener(*static_cast<Storage*>(candidate)); });
-        } else {
-            (void)s;
-            (void)ctx;
-            (void)listener;
+            report_decrease<Storage>(root, listener);
         }
     }
     template <class Storage, class Listener = ignore_decrease>
@@ -188,11 +184,18 @@ private:
             forest_.add_held(root, -d.eq_held);
             d.eq_held = 0;
         }
-        forest_.drain_dependents(
-            root, [&](void* candidate) { listener(*static_cast<Storage*>(candidate)); });
+        report_decrease<Storage>(root, listener);
         forest_.release(d.eq_node);
         d.eq_node = heuristics::detail::npos;
         d.eq_contributed = 0;
+    }
+
+    //! Hands the storages registered with the class of `root` (their numerators may have
+    //! dropped) to the listener, emptying its registry.
+    template <class Storage, class Listener>
+    void report_decrease(std::uint32_t root, Listener&& listener) {
+        forest_.drain_dependents(
+            root, [&](void* candidate) { listener(*static_cast<Storage*>(candidate)); });
     }
 
     heuristics::detail::class_forest forest_;
