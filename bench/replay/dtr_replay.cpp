@@ -55,6 +55,7 @@
 #include "heuristic_registry.hpp"
 
 #include <dtr_tools/cli.hpp>
+#include <dtr_tools/replay/baseline.hpp>
 #include <dtr_tools/replay/replay.hpp>
 
 #include <algorithm>
@@ -78,25 +79,6 @@ struct task {
     double ratio;
     dtr::replay::replay_result result;
 };
-
-struct baseline {
-    std::size_t peak = 0;
-    dtr::cost_t compute = 0;
-};
-
-//! How a log's constants replay. The one-step logs the simulator replays keep its rules:
-//! a constant stays resident to the end, and an update of one is a version recomputable from
-//! the old one (which then stays too). A log that records several steps of a training loop
-//! (ANNOTATE STEP) replays as the loop runs: each step's batch is freed once released, and
-//! each step's update of a parameter is a new constant, the old version freed once nothing
-//! computed from it remains. (Under the simulator's rules the batches of every step and
-//! every version of every parameter would stay resident.)
-void constants_as_logged(const dtr::replay::trace& t, dtr::replay::replay_options& options) {
-    const bool training_loop = t.logged_steps() > 1;
-    options.constant_updates =
-        training_loop ? dtr::constant_update::constant : dtr::constant_update::rematerializable;
-    if (training_loop) options.keep_constants = false;
-}
 
 //! A bad combination of arguments found after parsing: named as CLI11 names parse errors.
 [[noreturn]] void bad_argument(const std::string& problem) {
@@ -285,22 +267,15 @@ int main(int argc, char** argv) {
                          "--steps out for it");
     // The steps of a log's runs: its step repeated (--steps), or the steps it records.
     auto steps_of = [&](std::size_t log) { return steps > 1 ? steps : traces[log].logged_steps(); };
-    // Baselines: an unlimited run of each log (no eviction: any heuristic gives the same).
-    // The simulator measures the baseline peak with its banishing runtime, which frees a
-    // constant as soon as nothing refers to it; so do we, for the same budgets.
-    std::vector<baseline> baselines(traces.size());
+    // Baselines: an unlimited run of each log (dtr_tools/replay/baseline.hpp).
+    std::vector<dtr::replay::baseline> baselines(traces.size());
     for (std::size_t l = 0; l < traces.size(); ++l) {
-        dtr::replay::replay_options unlimited{.dealloc = dtr::dealloc_policy::banish,
-                                              .thrash_limit = 0};
-        constants_as_logged(traces[l], unlimited);
-        unlimited.keep_constants = false;
-        const auto r = dtr::replay::run_replay<dtr::heuristics::dtr_local>(traces[l], unlimited);
-        if (r.status != dtr::replay::status::ok) {
+        baselines[l] = dtr::replay::unlimited_baseline(traces[l]);
+        if (!baselines[l].error.empty()) {
             std::fprintf(stderr, "dtr-replay: %s: the unlimited run failed: %s\n", logs[l].c_str(),
-                         r.error.c_str());
+                         baselines[l].error.c_str());
             return 1;
         }
-        baselines[l] = {r.peak_resident, r.compute};
     }
 
     std::vector<task> tasks;
@@ -311,7 +286,7 @@ int main(int argc, char** argv) {
     auto worker = [&] {
         for (std::size_t i; (i = next.fetch_add(1)) < tasks.size();) {
             task& t = tasks[i];
-            const baseline& b = baselines[t.log];
+            const dtr::replay::baseline& b = baselines[t.log];
             dtr::replay::replay_options options;
             options.budget = static_cast<std::size_t>(t.ratio * static_cast<double>(b.peak));
             options.dealloc = dealloc;
@@ -331,7 +306,7 @@ int main(int argc, char** argv) {
             options.offload_ahead = offload != dtr::offload_policy::off ? offload_ahead : 0;
             options.copy_back_charge = copy_back_charge;
             options.steps = steps;
-            constants_as_logged(traces[t.log], options);
+            dtr::replay::constants_as_logged(traces[t.log], options);
             options.first_step_thrash_limit = first_step_thrash_limit;
             options.mark_steps = !no_step_marks;
             options.learning =
@@ -400,7 +375,7 @@ int main(int argc, char** argv) {
         out << "[\n";
         for (std::size_t i = 0; i < tasks.size(); ++i) {
             const task& t = tasks[i];
-            const baseline& b = baselines[t.log];
+            const dtr::replay::baseline& b = baselines[t.log];
             const auto& r = t.result;
             char slowdown[64];
             std::snprintf(slowdown, sizeof slowdown, "%.6f", r.slowdown(b.compute));
