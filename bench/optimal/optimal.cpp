@@ -22,6 +22,7 @@
 #include "strategy.hpp"
 #if DTR_OPTIMAL_HAVE_CBC
 #include "checkmate_milp.hpp"
+#include "gap_bound.hpp"
 #endif
 
 #include <dtr/heuristic/by_name.hpp>
@@ -103,7 +104,8 @@ std::vector<std::string> strategy_names() {
                                    "chen_greedy_ap", "chen_greedy_lin"};
     for (const char* h : dtr_heuristic_names) names.push_back(std::string("dtr:") + h);
 #if DTR_OPTIMAL_HAVE_CBC
-    for (const char* n : {"lp_bound", "lp_round_det", "lp_round_rand", "checkmate_milp"})
+    for (const char* n :
+         {"gap_bound", "lp_bound", "lp_round_det", "lp_round_rand", "checkmate_milp"})
         names.emplace_back(n);
 #endif
     return names;
@@ -412,6 +414,23 @@ std::vector<strategy> make_strategies(const static_graph& g, const options& opt,
     }
 
 #if DTR_OPTIMAL_HAVE_CBC
+    // The gap relaxation (gap_bound.hpp): a bound for graphs of any size, one small LP.
+    out.push_back(
+        {"gap_bound", [tl = std::make_shared<const dtr::replay::storage_timeline>(timeline_of(g)),
+                       &opt](const strategy_context& c) {
+             const dtr::replay::lower_bound_result r =
+                 dtr::replay::lower_bound(*tl, c.budget, opt.lp_time_limit);
+             outcome o;
+             o.seconds = r.seconds;
+             o.status = !r.feasible ? "infeasible" : r.solved ? "bound" : "no_solution";
+             if (r.feasible && r.solved) o.bound = r.compute + r.recompute;
+             o.detail = std::to_string(r.gaps) + " gaps";
+             if (!r.feasible)
+                 o.detail += "; node " +
+                             c.graph.describe(c.graph.topological_order()[r.first_over]) +
+                             " does not fit with its inputs";
+             return o;
+         }});
     const bool milp = g.size() <= opt.milp_max_nodes;
     const bool lp = g.size() <= opt.lp_max_nodes;
     if (!milp)
