@@ -97,8 +97,11 @@ int main(int argc, char** argv) {
                 else if (!r.solved)
                     std::printf("  %5.3f  LP not solved in %.0f s\n", ratio, time_limit);
                 else
-                    std::printf("  %5.3f  slowdown >= %.4f  (%zu gaps, %.2f s)\n", ratio,
-                                r.slowdown(), r.gaps, r.seconds);
+                    std::printf(
+                        "  %5.3f  slowdown >= %.4f  (%zu gaps, %zu with a dead input; "
+                        "%s relaxation; %.2f s)\n",
+                        ratio, r.slowdown(), r.gaps, r.dead_input_gaps,
+                        r.by_dead_inputs ? "dead-input" : "plain", r.seconds);
             }
         } catch (const std::exception& e) {
             std::fprintf(stderr, "dtr-log-bound: %s\n", e.what());
@@ -128,8 +131,10 @@ int main(int argc, char** argv) {
                 out << ", \"slowdown_bound\": " << r.slowdown()
                     << ", \"recompute_bound_ns\": " << static_cast<std::uint64_t>(r.recompute);
             if (!r.feasible) out << ", \"first_over_line\": " << r.first_over_line;
-            out << ", \"gaps\": " << r.gaps << ", \"seconds\": " << r.seconds << "}"
-                << (i + 1 < cells.size() ? "," : "") << "\n";
+            out << ", \"gaps\": " << r.gaps << ", \"dead_input_gaps\": " << r.dead_input_gaps
+                << ", \"by_dead_inputs\": " << (r.by_dead_inputs ? "true" : "false")
+                << ", \"seconds\": " << r.seconds << "}" << (i + 1 < cells.size() ? "," : "")
+                << "\n";
         }
         out << "]\n";
     }

@@ -60,6 +60,29 @@ const char* gap_log = R"({"INSTRUCTION":"ANNOTATE","ANNOTATION":"START"}
 {"INSTRUCTION":"RELEASE","NAME":"c"}
 )";
 
+// w (constant, 100 B); x = conv(w) (100 B, 100 ns); y = bn(x) (100 B, 1 ns), and x is dead
+// after it; v = big(w) (300 B, 10 ns), released; z = out(y) (100 B, 10 ns). Under 400 B, y
+// cannot stay through big, and recomputing it needs x, which is gone too.
+const char* dead_input_log = R"({"INSTRUCTION":"ANNOTATE","ANNOTATION":"START"}
+{"INSTRUCTION":"CONSTANT","NAME":"w"}
+{"INSTRUCTION":"MEMORY","NAME":"w","MEMORY":"100"}
+{"INSTRUCTION":"CALL","NAME":"conv","ARGS":["w"],"RESULT":["x"],"TIME":"100"}
+{"INSTRUCTION":"MEMORY","NAME":"x","MEMORY":"100"}
+{"INSTRUCTION":"ALIAS","NAME":"x","ALIAS":"-1"}
+{"INSTRUCTION":"CALL","NAME":"bn","ARGS":["x"],"RESULT":["y"],"TIME":"1"}
+{"INSTRUCTION":"MEMORY","NAME":"y","MEMORY":"100"}
+{"INSTRUCTION":"ALIAS","NAME":"y","ALIAS":"-1"}
+{"INSTRUCTION":"RELEASE","NAME":"x"}
+{"INSTRUCTION":"CALL","NAME":"big","ARGS":["w"],"RESULT":["v"],"TIME":"10"}
+{"INSTRUCTION":"MEMORY","NAME":"v","MEMORY":"300"}
+{"INSTRUCTION":"ALIAS","NAME":"v","ALIAS":"-1"}
+{"INSTRUCTION":"RELEASE","NAME":"v"}
+{"INSTRUCTION":"CALL","NAME":"out","ARGS":["y"],"RESULT":["z"],"TIME":"10"}
+{"INSTRUCTION":"MEMORY","NAME":"z","MEMORY":"100"}
+{"INSTRUCTION":"ALIAS","NAME":"z","ALIAS":"-1"}
+{"INSTRUCTION":"RELEASE","NAME":"y"}
+)";
+
 template <class Heuristic>
 rp::replay_result replay(const rp::trace& t, std::uint64_t budget, dtr::cost_t baseline,
                          std::size_t steps) {
@@ -154,6 +177,29 @@ TEST_CASE("the bound is the relaxation's optimum on a log solved by hand") {
     CHECK(at_floor.status == rp::status::ok);
     CHECK(at_floor.slowdown(100) == doctest::Approx(1.1));
     CHECK(replay<dtr::heuristics::dtr_eqclass>(t, 399, 100, 1).status == rp::status::oom);
+}
+
+TEST_CASE("a dead input is charged: recomputing y needs x, which nothing else read") {
+    const rp::trace t = trace_of(dead_input_log);
+    const rp::storage_timeline tl = rp::timeline_of(t);
+    REQUIRE(rp::floor_bytes(tl) == 400);
+    CHECK(rp::lower_bound(tl, 500).recompute == doctest::Approx(0.0));
+    // At 400 B y is dropped. The plain relaxation charges bn's 1 ns. The second charges y's
+    // share of bn (bn's run also serves out's gaps through y: by bytes, half) and x's share
+    // of conv (conv's run serves x's gaps and y's, half each): 0.5 + 50; keeping x instead
+    // would take y's bytes through big, which do not fit.
+    const rp::lower_bound_result r = rp::lower_bound(tl, 400);
+    REQUIRE(r.solved);
+    CHECK(r.by_dead_inputs);
+    CHECK(r.dead_input_gaps == 1);
+    CHECK(r.recompute == doctest::Approx(50.5));
+    REQUIRE(r.plan.size() == 1);
+    CHECK(r.plan[0].kept == doctest::Approx(0.0));
+    // The runtime recomputes both: 101 ns.
+    const rp::replay_result run = replay<dtr::heuristics::dtr_eqclass>(t, 400, 121, 1);
+    REQUIRE(run.status == rp::status::ok);
+    CHECK(run.slowdown(121) == doctest::Approx(222.0 / 121));
+    CHECK(run.slowdown(121) >= r.slowdown());
 }
 
 TEST_CASE("a log that records several steps is refused by name") {
