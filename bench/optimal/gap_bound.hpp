@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
-//! @brief The gap relaxation of dtr-log-bound (bench/replay/dtr_tools/replay/lower_bound.hpp)
-//! on a static graph: a lower bound on the cost of every schedule that runs the graph's
-//! operators in topological order with recomputations in between (Checkmate's
-//! frontier-advancing schedules, and what DTR runs), under the checker's memory model.
+//! @brief The bound of dtr-log-bound (bench/replay/dtr_tools/replay/lower_bound.hpp, the higher
+//! of its two relaxations) on a static graph: a lower bound on the cost of every schedule that
+//! runs the graph's operators in topological order with recomputations in between
+//! (Checkmate's frontier-advancing schedules, and what DTR runs), under the checker's memory
+//! model.
 //!
 //! The graph becomes a storage timeline: the k-th node of the topological order is the k-th
 //! operator, computing one storage of its output bytes at its compute cost and reading its

@@ -414,7 +414,7 @@ std::vector<strategy> make_strategies(const static_graph& g, const options& opt,
     }
 
 #if DTR_OPTIMAL_HAVE_CBC
-    // The gap relaxation (gap_bound.hpp): a bound for graphs of any size, one small LP.
+    // The gap bound (gap_bound.hpp): for graphs of any size, two small LPs.
     out.push_back(
         {"gap_bound", [tl = std::make_shared<const dtr::replay::storage_timeline>(timeline_of(g)),
                        &opt](const strategy_context& c) {
