@@ -14,6 +14,7 @@
 // Logs that record several training steps (ANNOTATE STEP) are refused: their constants
 // replay as a training loop's, which the bound does not model.
 #include <dtr_tools/cli.hpp>
+#include <dtr_tools/json_escape.hpp>
 #include <dtr_tools/replay/baseline.hpp>
 #include <dtr_tools/replay/lower_bound.hpp>
 
@@ -30,16 +31,6 @@ struct cell {
     double ratio;
     dtr::replay::lower_bound_result bound;
 };
-
-std::string json_escape(const std::string& s) {
-    std::string out;
-    for (char c : s) {
-        if (c == '"' || c == '\\') out += '\\';
-        if (static_cast<unsigned char>(c) < 0x20) continue;
-        out += c;
-    }
-    return out;
-}
 
 } // namespace
 
@@ -120,7 +111,7 @@ int main(int argc, char** argv) {
             const cell& c = cells[i];
             const dtr::replay::lower_bound_result& r = c.bound;
             out << "  {\"log\": \""
-                << json_escape(std::filesystem::path(logs[c.log]).filename().string())
+                << dtr::json::escape(std::filesystem::path(logs[c.log]).filename().string())
                 << "\", \"ratio\": " << c.ratio << ", \"budget_bytes\": " << r.budget
                 << ", \"baseline_peak_bytes\": " << baselines[c.log].peak
                 << ", \"baseline_compute_ns\": " << static_cast<std::uint64_t>(r.compute)

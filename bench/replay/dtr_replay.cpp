@@ -55,6 +55,7 @@
 #include "heuristic_registry.hpp"
 
 #include <dtr_tools/cli.hpp>
+#include <dtr_tools/json_escape.hpp>
 #include <dtr_tools/replay/baseline.hpp>
 #include <dtr_tools/replay/replay.hpp>
 
@@ -84,16 +85,6 @@ struct task {
 [[noreturn]] void bad_argument(const std::string& problem) {
     std::fprintf(stderr, "%s\nRun with --help for more information.\n", problem.c_str());
     std::exit(2);
-}
-
-std::string json_escape(const std::string& s) {
-    std::string out;
-    for (char c : s) {
-        if (c == '"' || c == '\\') out += '\\';
-        if (static_cast<unsigned char>(c) < 0x20) continue;
-        out += c;
-    }
-    return out;
 }
 
 } // namespace
@@ -380,7 +371,7 @@ int main(int argc, char** argv) {
             char slowdown[64];
             std::snprintf(slowdown, sizeof slowdown, "%.6f", r.slowdown(b.compute));
             out << "  {\"log\": \""
-                << json_escape(std::filesystem::path(logs[t.log]).filename().string())
+                << dtr::json::escape(std::filesystem::path(logs[t.log]).filename().string())
                 << "\", \"heuristic\": \"" << t.heuristic << "\", \"search\": \"" << search
                 << "\", \"ratio\": " << t.ratio << ", \"budget_bytes\": " << r.budget
                 << ", \"status\": \"" << dtr::replay::to_string(r.status)
@@ -465,7 +456,7 @@ int main(int argc, char** argv) {
                     << static_cast<std::uint64_t>(r.stats.copy_back_stall)
                     << ", \"block_reuse_stall_ns\": "
                     << static_cast<std::uint64_t>(r.stats.block_reuse_stall);
-            if (!r.error.empty()) out << ", \"error\": \"" << json_escape(r.error) << "\"";
+            if (!r.error.empty()) out << ", \"error\": \"" << dtr::json::escape(r.error) << "\"";
             out << "}" << (i + 1 < tasks.size() ? "," : "") << "\n";
         }
         out << "]\n";

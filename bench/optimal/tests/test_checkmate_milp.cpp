@@ -41,6 +41,23 @@ milp_options quick() {
     return o;
 }
 
+// Six nodes in a chain (so connected) with random shortcuts, costs 1-9, outputs 10-50 bytes;
+// the second half is the backward pass.
+static_graph random_tiny_graph(std::mt19937& rng) {
+    const std::size_t n = 6;
+    std::vector<node> nodes;
+    for (std::size_t i = 0; i < n; ++i)
+        nodes.push_back({std::string("v").append(std::to_string(i)), double(1 + rng() % 9),
+                         10 * (1 + rng() % 5), i >= n / 2});
+    std::vector<edge> edges;
+    for (std::size_t j = 1; j < n; ++j) {
+        edges.push_back({j - 1, j});
+        for (std::size_t i = 0; i + 1 < j; ++i)
+            if (rng() % 3 == 0) edges.push_back({i, j});
+    }
+    return {nodes, edges};
+}
+
 // The MILP's schedule, checked: its cost, or -1 when it fails the check.
 double checked_cost(const static_graph& g, const milp_result& r, std::uint64_t budget) {
     if (!r.plan) return -1;
@@ -97,18 +114,7 @@ TEST_CASE("the MILP matches exhaustive search on random tiny graphs") {
     std::mt19937 rng(7);
     for (int round = 0; round < 12; ++round) {
         CAPTURE(round);
-        const std::size_t n = 6;
-        std::vector<node> nodes;
-        for (std::size_t i = 0; i < n; ++i)
-            nodes.push_back({std::string("v").append(std::to_string(i)), double(1 + rng() % 9),
-                             10 * (1 + rng() % 5), i >= n / 2});
-        std::vector<edge> edges;
-        for (std::size_t j = 1; j < n; ++j) {
-            edges.push_back({j - 1, j}); // connected
-            for (std::size_t i = 0; i + 1 < j; ++i)
-                if (rng() % 3 == 0) edges.push_back({i, j});
-        }
-        const static_graph g(nodes, edges);
+        const static_graph g = random_tiny_graph(rng);
         const auto peak = check_schedule(g, checkpoint_all(g)).peak_memory();
         const auto lb = g.max_footprint();
         for (const std::uint64_t budget : {lb, (lb + peak) / 2, peak}) {
@@ -166,18 +172,7 @@ TEST_CASE("the gap relaxation bounds the optimum of random tiny graphs from belo
     std::size_t compared = 0, positive = 0;
     for (int round = 0; round < 20; ++round) {
         CAPTURE(round);
-        const std::size_t n = 6;
-        std::vector<node> nodes;
-        for (std::size_t i = 0; i < n; ++i)
-            nodes.push_back({std::string("v").append(std::to_string(i)), double(1 + rng() % 9),
-                             10 * (1 + rng() % 5), i >= n / 2});
-        std::vector<edge> edges;
-        for (std::size_t j = 1; j < n; ++j) {
-            edges.push_back({j - 1, j});
-            for (std::size_t i = 0; i + 1 < j; ++i)
-                if (rng() % 3 == 0) edges.push_back({i, j});
-        }
-        const static_graph g(nodes, edges);
+        const static_graph g = random_tiny_graph(rng);
         const auto tl = dtr::optimal::timeline_of(g);
         CHECK(dtr::replay::floor_bytes(tl) == g.max_footprint());
         CHECK(tl.compute == doctest::Approx(g.total_compute_cost()));

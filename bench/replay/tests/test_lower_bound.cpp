@@ -3,6 +3,8 @@
 // small enough to solve by hand, and never above what the runtime achieves, under several
 // policies, on the recorded traces (bench/trace/traces) and, with $DTR_SHARED, on two of the
 // paper's logs. Where the bound says no schedule exists, the runtime must fail too.
+#include "trace_text.hpp"
+
 #include <dtr/heuristic/dtr_eqclass.hpp>
 #include <dtr/heuristic/lru.hpp>
 #include <dtr/heuristic/next_use.hpp>
@@ -15,7 +17,6 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -23,18 +24,7 @@ namespace {
 
 namespace rp = dtr::replay;
 
-rp::trace trace_of(const std::string& text) {
-    const auto path =
-        std::filesystem::temp_directory_path() /
-        ("dtr_test_lower_bound_" + std::to_string(std::hash<std::string>{}(text)) + ".log");
-    {
-        std::ofstream out(path);
-        out << text;
-    }
-    auto t = rp::load_trace(path);
-    std::filesystem::remove(path);
-    return t;
-}
+using dtr::replay::testing::trace_of;
 
 // w (constant, 100 B); a = f(w) (100 B, 10 ns); b = g(a) (200 B, 20 ns); c = h(b) (100 B,
 // 30 ns); b released; d = k(a, c) (100 B, 40 ns); only d is left named. The operators need,

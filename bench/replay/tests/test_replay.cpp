@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The replay driver: log semantics on small hand-written logs, and the published
 // simulator's figures on the real logs (when $DTR_SHARED names the shared data).
+#include "trace_text.hpp"
+
 #include <dtr/heuristic/dtr_eqclass.hpp>
 #include <dtr/heuristic/dtr_local.hpp>
 #include <dtr/heuristic/lru.hpp>
@@ -25,18 +27,7 @@ std::filesystem::path published_logs() {
     return std::filesystem::exists(dir) ? dir : std::filesystem::path();
 }
 
-dtr::replay::trace trace_of(const std::string& text) {
-    const auto path =
-        std::filesystem::temp_directory_path() /
-        ("dtr_test_replay_" + std::to_string(std::hash<std::string>{}(text)) + ".log");
-    {
-        std::ofstream out(path);
-        out << text;
-    }
-    auto t = dtr::replay::load_trace(path);
-    std::filesystem::remove(path);
-    return t;
-}
+using dtr::replay::testing::trace_of;
 
 // A chain a -> b -> c of 100-byte tensors, b released after use, c the output.
 const char* chain_log = R"({"INSTRUCTION":"ANNOTATE","ANNOTATION":"START"}
