@@ -179,3 +179,8 @@ done
 #     three on the paper logs, Checkmate's graphs over one iteration and two, the overhead rows:
 #     docs/results.md, "Steps"; steps.md holds every table.
 DTR_SHARED="$DTR_SHARED" python3 bench/replay/steps_table.py --build build --out $OUT > /dev/null
+
+# 12. How far from any schedule (issue 33): dtr-log-bound's floors and lower bounds on the
+#     paper logs beside the step replays of section 11 (lower-bound.md holds the tables; its
+#     prose quotes this run).
+DTR_SHARED="$DTR_SHARED" python3 bench/replay/bound_table.py --build build --out $OUT > $OUT/lower-bound-tables.txt
