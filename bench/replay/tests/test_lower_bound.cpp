@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// The lower bound on a log's slowdown (dtr_tools/replay/lower_bound.hpp): exact on a log
-// small enough to solve by hand, and never above what the runtime achieves, under several
-// policies, on the recorded traces (bench/trace/traces) and, with $DTR_SHARED, on two of the
-// paper's logs. Where the bound says no schedule exists, the runtime must fail too.
+// The lower bound on a log's slowdown (dtr_tools/replay/lower_bound.hpp): exact on two logs
+// solved by hand (one for each relaxation), and never above what the runtime achieves, under
+// several policies, on the recorded traces (bench/trace/traces) and, with $DTR_SHARED, on two
+// of the paper's logs. Where the bound says no schedule exists, the runtime must fail too.
 #include "trace_text.hpp"
 
 #include <dtr/heuristic/dtr_eqclass.hpp>
