@@ -6,7 +6,12 @@ crash. The control runs a valid command line to the end, so that the refusals ca
 because the program fails anyway.
 
 usage: cli_errors.py DTR_OPTIMAL"""
-import json, os, subprocess, sys, tempfile
+import json, os, sys, tempfile
+
+# The runner the tools' command-line tests share (bench/common/tests/cli_cases.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'common',
+                                'tests'))
+from cli_cases import run_cases  # noqa: E402
 
 # A three-node training graph (Checkmate's model schema) and a forward-only one.
 TRAINING = {
@@ -32,7 +37,6 @@ def main(argv):
         print(__doc__)
         return 2
     program = argv[1]
-    failures = 0
     with tempfile.TemporaryDirectory() as tmp:
         training = os.path.join(tmp, 'tiny.json')
         forward = os.path.join(tmp, 'forward.json')
@@ -54,20 +58,8 @@ def main(argv):
             ([forward, '--budgets', '2', '--strategies', 'chen_sqrtn_ap'], 1,
              'none of the strategies asked for'),
         ]
-        for args, status, text in cases:
-            r = subprocess.run([program, *args], capture_output=True, text=True)
-            shown = r.stdout if status == 0 else r.stderr
-            ok = r.returncode == status and text in shown
-            label = ' '.join(repr(a) if a == '' else a for a in args[1:])
-            print(f'{"ok" if ok else "FAILED"}: {label}: exit {r.returncode} (expected {status})')
-            if not ok:
-                print(f'  expected {"stdout" if status == 0 else "stderr"} to contain: {text}')
-                print('  stdout: ' + r.stdout[-1500:])
-                print('  stderr: ' + r.stderr[-1500:])
-            failures += not ok
-    print(f'{len(cases) - failures} passed, {failures} failed')
-    return 1 if failures else 0
-
+        return run_cases(program, cases,
+                         label=lambda args: ' '.join(repr(a) if a == '' else a for a in args[1:]))
 
 if __name__ == '__main__':
     sys.exit(main(sys.argv))

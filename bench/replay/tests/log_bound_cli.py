@@ -6,7 +6,12 @@ command line to the end (its JSON included), so that the refusals cannot pass be
 program fails anyway.
 
 usage: log_bound_cli.py DTR_LOG_BOUND"""
-import json, os, subprocess, sys, tempfile
+import json, os, sys, tempfile
+
+# The runner the tools' command-line tests share (bench/common/tests/cli_cases.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'common',
+                                'tests'))
+from cli_cases import run_cases  # noqa: E402
 
 # w (constant); a = f(w); b = g(a); c = h(b, a): a is kept through g or recomputed.
 ONE_STEP = '\n'.join(json.dumps(line) for line in [
@@ -31,7 +36,6 @@ def main(argv):
         print(__doc__)
         return 2
     program = argv[1]
-    failures = 0
     with tempfile.TemporaryDirectory() as tmp:
         one, two, bad = (os.path.join(tmp, n) for n in ('one.log', 'two.log', 'bad.log'))
         out = os.path.join(tmp, 'out.json')
@@ -49,22 +53,13 @@ def main(argv):
             ([two], 1, 'records 2 training steps'),
             ([bad], 1, 'bad.log:1:'),
         ]
-        for args, status, text in cases:
-            r = subprocess.run([program, *args], capture_output=True, text=True)
-            shown = r.stdout if status == 0 else r.stderr
-            ok = r.returncode == status and text in shown
-            if ok and status == 0:  # the control's JSON: both cells, the floor one marked
-                cells = json.load(open(out))
-                ok = [c['feasible'] for c in cells] == [True, False]
-            label = ' '.join(os.path.basename(a) for a in args)
-            print(f'{"ok" if ok else "FAILED"}: {label}: exit {r.returncode} (expected {status})')
-            if not ok:
-                print(f'  expected {"stdout" if status == 0 else "stderr"} to contain: {text}')
-                print('  stdout: ' + r.stdout[-1500:])
-                print('  stderr: ' + r.stderr[-1500:])
-            failures += not ok
-    print(f'{len(cases) - failures} passed, {failures} failed')
-    return 1 if failures else 0
+        # The control's JSON: both cells, the one below the floor marked.
+        def control_json(args):
+            return [c['feasible'] for c in json.load(open(out))] == [True, False]
+
+        return run_cases(program, cases,
+                         label=lambda args: ' '.join(os.path.basename(a) for a in args),
+                         also=control_json)
 
 
 if __name__ == '__main__':

@@ -136,6 +136,7 @@ TEST_CASE("the storage timeline: reads, computes, outputs and the floor") {
     CHECK(tl.outputs == std::vector<std::uint32_t>{4});
     CHECK(tl.operator_bytes() == std::vector<std::uint64_t>{100, 300, 300, 300, 100});
     CHECK(tl.constant_bytes() == std::vector<std::uint64_t>{100, 100, 100, 100, 100});
+    CHECK(tl.required_bytes() == std::vector<std::uint64_t>{200, 400, 400, 400, 200});
     CHECK(rp::floor_bytes(tl) == 400);
 }
 

@@ -90,11 +90,8 @@ struct lower_bound_result {
 //! @brief The smallest budget at which every operator fits: the constants, what it reads and
 //! computes (and at the end, the outputs). No schedule runs below it.
 [[nodiscard]] inline std::uint64_t floor_bytes(const storage_timeline& tl) {
-    const std::vector<std::uint64_t> constants = tl.constant_bytes();
-    const std::vector<std::uint64_t> needs = tl.operator_bytes();
-    std::uint64_t floor = 0;
-    for (std::size_t k = 0; k < needs.size(); ++k) floor = std::max(floor, constants[k] + needs[k]);
-    return floor;
+    const std::vector<std::uint64_t> required = tl.required_bytes();
+    return *std::max_element(required.begin(), required.end());
 }
 
 namespace detail {
@@ -273,12 +270,11 @@ inline relaxation_result relax(const storage_timeline& tl, const std::vector<dou
     lower_bound_result res;
     res.budget = budget;
     res.compute = tl.compute;
-    const std::vector<std::uint64_t> constants = tl.constant_bytes();
-    const std::vector<std::uint64_t> needs = tl.operator_bytes();
+    const std::vector<std::uint64_t> required = tl.required_bytes();
     // Free bytes at each row (operators, then the end) for the kept gaps, in MB.
-    std::vector<double> free_mb(needs.size());
-    for (std::size_t k = 0; k < needs.size(); ++k) {
-        const std::uint64_t need = constants[k] + needs[k];
+    std::vector<double> free_mb(required.size());
+    for (std::size_t k = 0; k < required.size(); ++k) {
+        const std::uint64_t need = required[k];
         if (need > budget) {
             res.feasible = false;
             res.first_over = k;

@@ -75,6 +75,15 @@ struct storage_timeline {
         for (std::uint32_t s : outputs) at[ops.size()] += storages[s].bytes;
         return at;
     }
+
+    //! @brief What must be resident at each operator, and at the end: the constants and the
+    //! operator's own bytes (constant_bytes() + operator_bytes()).
+    [[nodiscard]] std::vector<std::uint64_t> required_bytes() const {
+        std::vector<std::uint64_t> at = constant_bytes();
+        const std::vector<std::uint64_t> own = operator_bytes();
+        for (std::size_t k = 0; k < at.size(); ++k) at[k] += own[k];
+        return at;
+    }
 };
 
 //! @brief The storage timeline of a one-step log.
