@@ -31,6 +31,7 @@
 #include <dtr_tools/graph/dtr_simulation.hpp>
 #include <dtr_tools/graph/schedule_checker.hpp>
 #include <dtr_tools/graph/static_graph.hpp>
+#include <dtr_tools/json_escape.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -549,20 +550,10 @@ std::vector<strategy> make_strategies(const static_graph& g, const options& opt,
 // Output
 
 std::string json_string(const std::string& s) {
-    std::string out = "\"";
-    for (const char ch : s) {
-        const auto c = static_cast<unsigned char>(ch);
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += ch;
-        } else if (c < 0x20) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\u%04x", c);
-            out += buf;
-        } else
-            out += ch;
-    }
-    return out + "\"";
+    std::string quoted = "\"";
+    quoted += dtr::json::escape(s);
+    quoted += '"';
+    return quoted;
 }
 std::string json_number(double d) {
     if (!std::isfinite(d)) return "null";

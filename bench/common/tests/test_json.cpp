@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <dtr_tools/json.hpp>
+#include <dtr_tools/json_escape.hpp>
 
 #include <doctest/doctest.h>
 
@@ -283,4 +284,28 @@ TEST_CASE("nested containers are assembled from the parser's scratch stacks corr
     CHECK(json::parse("\"a\xC3\xA9\\u00e9b\"").as_string() ==
           "a\xC3\xA9\xC3\xA9"
           "b");
+}
+
+TEST_CASE("escape: what the tools write reads back as the same string") {
+    // Quotes, backslashes, an error message's line breaks and tab, other control bytes and
+    // UTF-8: each must come back unchanged through the reader (a dropped byte would lose part
+    // of a message).
+    const std::string samples[] = {
+        "",
+        "plain.log",
+        "say \"hi\" \\ back\\slash",
+        "line one\nline two\r\n\tindented",
+        std::string("nul\0and\x01\x1f end", 13),
+        "caf\xc3\xa9 \xe2\x86\x92 \xf0\x9f\x98\x80",
+    };
+    for (const std::string& s : samples) {
+        std::string text = "\"";
+        text += json::escape(s);
+        text += '"';
+        INFO("text: " << text);
+        CHECK(json::parse(text).as_string() == s);
+        for (const char c : json::escape(s)) CHECK(static_cast<unsigned char>(c) >= 0x20);
+    }
+    CHECK(json::escape("a\nb") == "a\\u000ab");
+    CHECK(json::escape("\x1f") == "\\u001f");
 }
