@@ -43,7 +43,8 @@ def main():
     cp = argparse.ArgumentParser(prog="--config")
     cp.add_argument("--heuristic", default=dtr_torch.DEFAULT_HEURISTIC)
     cp.add_argument("--cost-clock", choices=("wall", "thread_cpu"), default="wall")
-    cp.add_argument("--park-released", action="store_true")
+    cp.add_argument("--park-released", nargs="?", const="always", default="off",
+                    choices=("off", "always", "following"))
     cp.add_argument("--restore", choices=("yield_when_full", "planned", "hold"), default="yield_when_full")
     cp.add_argument("--thrash-factor", type=float, default=4.0)
     cp.add_argument("--no-forecast-guard", action="store_true")
@@ -77,7 +78,7 @@ def main():
           f"{B._median_after_warmup(plain.cpu_times) * 1e3:.1f} ms); unlimited runtime peak {B._fmt_bytes(peak)}")
     for name, ns in configs:
         print(f"# config {name}: heuristic {ns.heuristic}, cost clock {ns.cost_clock}, park released "
-              f"{'yes' if ns.park_released else 'no'}, restore {ns.restore}, thrash factor {ns.thrash_factor:g}"
+              f"{ns.park_released}, restore {ns.restore}, thrash factor {ns.thrash_factor:g}"
               f"{', deterministic costs' if ns.deterministic_costs else ''}"
               f"{', measured costs in repeated steps' if ns.repeat_costs == 'measured' else ''}"
               f"{', forecast unguarded' if ns.no_forecast_guard else ''}"

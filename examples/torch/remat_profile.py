@@ -105,7 +105,8 @@ def main():
     p.add_argument("--heuristic", default="dtr_eqclass")
     p.add_argument("--cost-clock", choices=("wall", "thread_cpu", "bytes"), default="wall",
                    help="bytes: Runtime(deterministic_costs=True), the bytes an operator reads")
-    p.add_argument("--park-released", action="store_true")
+    p.add_argument("--park-released", nargs="?", const="always", default="off",
+                   choices=("off", "always", "following"))
     p.add_argument("--restore", choices=("yield_when_full", "planned", "hold"), default="yield_when_full")
     p.add_argument("--top", type=int, default=12)
     p.add_argument("--seed", type=int, default=0)
@@ -119,7 +120,7 @@ def main():
     peak = ref["peak"]
     plain_cpu = med(plain["cpu"])
     print(f"# {a.model} batch {a.batch} steps {a.steps} heuristic {a.heuristic} cost-clock {a.cost_clock} "
-          f"park-released {'yes' if a.park_released else 'no'} restore {a.restore}; one torch thread; "
+          f"park-released {a.park_released} restore {a.restore}; one torch thread; "
           f"figures per timed step (median of steps 2..{a.steps}), thread CPU ms")
     print(f"# plain: {plain_cpu * 1e3:.1f} ms CPU ({med(plain['wall']) * 1e3:.1f} ms wall); unlimited runtime "
           f"peak {peak / 2**20:.1f} MiB")

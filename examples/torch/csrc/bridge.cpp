@@ -351,18 +351,26 @@ void bridge::drop_adoption_refs() {
 
 void bridge::update_dealloc() {
     block_table& t = *table_;
-    const bool keep = t.park_released && !t.in_backward && rt_->stats().victim_searches != 0;
+    const bool keep = t.park_released && !t.in_backward && rt_->stats().victim_searches != 0 &&
+                      (!t.park_only_following || rt_->forecast_in_force());
     if (keep == t.keeping) return;
     rt_->set_dealloc(keep ? dtr::dealloc_policy::keep_resident : dtr::dealloc_policy::eager_evict);
     t.keeping = keep;
 }
 
-void bridge::set_park_released(bool on) {
+void bridge::set_park_released(const std::string& mode) {
+    if (mode != "off" && mode != "always" && mode != "following")
+        throw std::invalid_argument(
+            "dtr_torch: park_released must be False, True, 'off', 'always' "
+            "or 'following', got '" +
+            mode + "'");
+    const bool on = mode != "off";
     if (on && banish_)
         throw std::invalid_argument(
             "dtr_torch: park_released keeps released storages, dealloc='banish' frees them: "
             "choose one");
     table_->park_released = on;
+    table_->park_only_following = mode == "following";
     update_dealloc();
 }
 

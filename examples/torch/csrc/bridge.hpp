@@ -108,7 +108,8 @@ public:
 
     // ---- switches ---------------------------------------------------------------------------
     void set_in_backward(bool b);
-    void set_park_released(bool on);
+    //! "off", "always" or "following" (keep only while the forecast is in force).
+    void set_park_released(const std::string& mode);
     void set_cost_clock(const std::string& clock);
     void set_deterministic_costs(bool b) { deterministic_costs_ = b; }
     void set_inplace_rewrite(bool b) { inplace_rewrite_disabled_ = !b; }

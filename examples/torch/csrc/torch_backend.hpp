@@ -49,6 +49,11 @@ struct block_table {
     //! searched for a victim): where everything fits, an eager eviction costs nothing, and a
     //! kept storage would only add pressure. bridge::update_dealloc switches the policy.
     bool park_released = false;
+    //! ... and only while the runtime follows a recorded step with its forecast in force
+    //! (park_released="following"): parked in the steps run on the online scores, the
+    //! TreeLSTM's kept forward temporaries displace what backward reads and it thrashes at
+    //! 0.94, where without parking it finishes (docs/torch.md, park_released).
+    bool park_only_following = false;
     bool in_backward = false;     //!< backward's releases are not parked (bridge::set_in_backward)
     bool keeping = false;         //!< the runtime's dealloc policy is keep_resident now
     std::size_t parked_total = 0; //!< releases of resident computed storages a recipe reads, kept

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import sys
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 
@@ -233,7 +233,9 @@ class Runtime:
     park_released: a storage the program releases while a recorded operator still reads it
                  stays resident, evictable, until the policy evicts it or no record reads it
                  (dtr::dealloc_policy::keep_resident instead of eager_evict; outside
-                 backward, once the budget has bound); not with dealloc="banish"
+                 backward, once the budget has bound); not with dealloc="banish". True (or
+                 "always"), False (or "off"), or "following": only while the runtime follows
+                 a recorded step with its forecast in force (docs/torch.md)
     restore:     runtime_options::restore: "yield_when_full" (default), "planned" or "hold"
     dealloc:     runtime_options::dealloc: "eager_evict" (default) or "banish"
     host_memory: bytes of host memory the runtime may copy victims out to instead of
@@ -271,7 +273,7 @@ class Runtime:
     def __init__(self, budget: Optional[int] = None, heuristic: Optional[str] = None,
                  device: str = "cpu", remat_limit: Optional[float] = None,
                  deterministic_costs: bool = False, inplace_rewrite: bool = True,
-                 cost_clock: str = "wall", park_released: bool = False,
+                 cost_clock: str = "wall", park_released: Union[bool, str] = False,
                  restore: str = "yield_when_full", dealloc: str = "eager_evict",
                  host_memory: Optional[int] = None, offload_bandwidth: Optional[float] = None,
                  offload_latency_ns: float = 0.0, step_marks: str = "optimizer",
@@ -302,7 +304,12 @@ class Runtime:
                                    not deterministic_costs if guard_charges_search is None
                                    else bool(guard_charges_search), str(repeat_costs))
         self._bridge.set_cost_clock(cost_clock)
-        self._bridge.set_park_released(bool(park_released))
+        if isinstance(park_released, bool):
+            park_released = "always" if park_released else "off"
+        if park_released not in ("off", "always", "following"):
+            raise ValueError("dtr_torch.Runtime: park_released must be False, True, 'off', "
+                             f"'always' or 'following', got {park_released!r}")
+        self._bridge.set_park_released(park_released)
         if remat_limit is not None:
             self._bridge.set_remat_limit(float(remat_limit))
         self._bridge.set_deterministic_costs(bool(deterministic_costs))

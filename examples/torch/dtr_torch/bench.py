@@ -3,7 +3,7 @@
 
     python3 -m dtr_torch.bench --model SPEC --batch B --steps N --ratios 1,0.5,0.33,0.25
         [--heuristic H] [--find-floor] [--json FILE] [--size S] [--classes C]
-        [--cost-clock wall|thread_cpu] [--park-released] [--restore yield_when_full|planned|hold]
+        [--cost-clock wall|thread_cpu] [--park-released [always|following]] [--restore yield_when_full|planned|hold]
         [--host-memory BYTES [--offload-bandwidth BYTES_PER_S]]
 
 SPEC is ``torchvision:NAME`` (any torchvision classifier, random weights, ``--size`` x
@@ -379,8 +379,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--repeat-costs", choices=("lowest", "measured"), default="lowest",
                    help="what an operator repeating the recorded step records as its measured cost: the lowest "
                    "time measured at its place in the step, or this call's (dtr_torch.Runtime repeat_costs)")
-    p.add_argument("--park-released", action="store_true",
-                   help="released storages that records still read stay resident until evicted (dtr_torch.Runtime)")
+    p.add_argument("--park-released", nargs="?", const="always", default="off",
+                   choices=("off", "always", "following"),
+                   help="released storages that records still read stay resident until evicted: always (the "
+                   "bare flag), or only while the runtime follows a recorded step (dtr_torch.Runtime)")
     p.add_argument("--restore", choices=("yield_when_full", "planned", "hold"), default="yield_when_full",
                    help="runtime_options::restore")
     p.add_argument("--host-memory", type=int, default=None, metavar="BYTES",
@@ -434,7 +436,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     # what the last step's end of backward must hold besides: the gradients (f leaves them out)
     floor_grads = (floor_bytes + unlimited.param_bytes) / peak
     print(f"# {a.model} batch {a.batch} steps {a.steps} heuristic {a.heuristic} device {a.device} threads {a.threads} "
-          f"optimizer {a.optimizer} cost-clock {a.cost_clock} park-released {'yes' if a.park_released else 'no'} "
+          f"optimizer {a.optimizer} cost-clock {a.cost_clock} park-released {a.park_released} "
           f"restore {a.restore} thrash-factor {a.thrash_factor:g}"
           f"{' deterministic-costs' if a.deterministic_costs else ''}"
           f"{' repeat-costs measured' if a.repeat_costs == 'measured' else ''}"

@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The bridge's runtime options on the narrow residual network, each at ratio 1.0 and two
 budgets in multiples of its physical floor, bit-identical to plain PyTorch: released storages
-parked (park_released), the policies added to the bridge (dtr_held_bounded,
-indexed:dtr_eqclass, indexed:dtr_next_use), restore_pins::hold and planned, and costs on the thread's CPU clock (measured, so
-the evictions vary from run to run; the values may not), also recorded as measured in
-repeated steps (repeat_costs="measured")."""
+parked (park_released, always and only while a recorded step is followed), the policies added
+to the bridge (dtr_held_bounded, indexed:dtr_eqclass, indexed:dtr_next_use), restore_pins::hold
+and planned, and costs on the thread's CPU clock (measured, so the evictions vary from run to
+run; the values may not), also recorded as measured in repeated steps (repeat_costs="measured")."""
 
 import sys
 
@@ -35,6 +35,24 @@ def main():
         assert (st["parked_total"] > 0) == expect and st["peak_resident_bytes"] <= budget, (budget, st)
         print(f"  park_released at budget {budget}: {st['parked_total']} storages parked, "
               f"{st['rematerializations']} remats")
+    # "following" parks only while the runtime follows a recorded step: nothing in the first
+    # step (none recorded yet), something once the step repeats; bit-identical either way
+    check_model("narrow resnet, park_released following", make, heuristic="indexed:dtr_next_use",
+                steps=4, park_released="following")
+    for steps, expect in ((1, False), (4, True)):
+        rt = dtr_torch.Runtime(budget=int(2.2 * floor), deterministic_costs=True,
+                               heuristic="indexed:dtr_next_use", park_released="following")
+        train(make, steps, rt)
+        st = rt.stats()
+        assert (st["parked_total"] > 0) == expect and st["peak_resident_bytes"] <= int(2.2 * floor), \
+            (steps, st)
+        print(f"  park_released following, {steps} steps: {st['parked_total']} storages parked")
+    try:
+        dtr_torch.Runtime(park_released="sometimes")
+    except ValueError as e:
+        assert "park_released" in str(e) and "sometimes" in str(e), e
+    else:
+        raise AssertionError("park_released='sometimes' was accepted")
     # keeping released storages and banishing them contradict each other: refused, named
     try:
         dtr_torch.Runtime(dealloc="banish", park_released=True)
