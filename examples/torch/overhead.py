@@ -42,7 +42,7 @@ def main():
     p.add_argument("--ref-steps", type=int, default=3)
     p.add_argument("--heuristic", default=dtr_torch.DEFAULT_HEURISTIC)
     p.add_argument("--cost-clock", choices=("wall", "thread_cpu"), default="wall")
-    p.add_argument("--park-released", nargs="?", const="always", default="off",
+    p.add_argument("--park-released", nargs="?", const="always", default=dtr_torch.DEFAULT_PARK_RELEASED,
                    choices=("off", "always", "following"))
     p.add_argument("--restore", choices=("yield_when_full", "planned", "hold"), default="yield_when_full")
     p.add_argument("--host-memory", type=int, default=None, metavar="BYTES",

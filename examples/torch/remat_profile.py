@@ -105,7 +105,7 @@ def main():
     p.add_argument("--heuristic", default="dtr_eqclass")
     p.add_argument("--cost-clock", choices=("wall", "thread_cpu", "bytes"), default="wall",
                    help="bytes: Runtime(deterministic_costs=True), the bytes an operator reads")
-    p.add_argument("--park-released", nargs="?", const="always", default="off",
+    p.add_argument("--park-released", nargs="?", const="always", default=dtr_torch.DEFAULT_PARK_RELEASED,
                    choices=("off", "always", "following"))
     p.add_argument("--restore", choices=("yield_when_full", "planned", "hold"), default="yield_when_full")
     p.add_argument("--top", type=int, default=12)

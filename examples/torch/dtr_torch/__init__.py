@@ -17,7 +17,11 @@ _LAZY = ("Runtime", "DTRTensor", "OutOfMemoryError", "ThrashingError", "material
 #: search, and the forecast's (dtr_next_use) where the program repeats a recorded step.
 DEFAULT_HEURISTIC = "indexed:dtr_next_use"
 
-__all__ = list(_LAZY) + ["DEFAULT_HEURISTIC"]
+#: Where a Runtime keeps released storages that records still read (park_released) unless
+#: told otherwise: only while it follows a recorded step with its forecast in force.
+DEFAULT_PARK_RELEASED = "following"
+
+__all__ = list(_LAZY) + ["DEFAULT_HEURISTIC", "DEFAULT_PARK_RELEASED"]
 
 
 def __getattr__(name):

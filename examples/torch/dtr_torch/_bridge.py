@@ -20,7 +20,7 @@ from typing import Optional, Union
 
 import torch
 
-from . import DEFAULT_HEURISTIC
+from . import DEFAULT_HEURISTIC, DEFAULT_PARK_RELEASED
 from . import schema as _schema
 
 try:  # installed: the extension sits in the package
@@ -233,9 +233,11 @@ class Runtime:
     park_released: a storage the program releases while a recorded operator still reads it
                  stays resident, evictable, until the policy evicts it or no record reads it
                  (dtr::dealloc_policy::keep_resident instead of eager_evict; outside
-                 backward, once the budget has bound); not with dealloc="banish". True (or
-                 "always"), False (or "off"), or "following": only while the runtime follows
-                 a recorded step with its forecast in force (docs/torch.md)
+                 backward, once the budget has bound). "following" (None: the default, but
+                 "off" with dealloc="banish")
+                 only while the runtime follows a recorded step with its forecast in force;
+                 True (or "always") in every step; False (or "off") never, which
+                 dealloc="banish" needs (docs/torch.md)
     restore:     runtime_options::restore: "yield_when_full" (default), "planned" or "hold"
     dealloc:     runtime_options::dealloc: "eager_evict" (default) or "banish"
     host_memory: bytes of host memory the runtime may copy victims out to instead of
@@ -273,7 +275,7 @@ class Runtime:
     def __init__(self, budget: Optional[int] = None, heuristic: Optional[str] = None,
                  device: str = "cpu", remat_limit: Optional[float] = None,
                  deterministic_costs: bool = False, inplace_rewrite: bool = True,
-                 cost_clock: str = "wall", park_released: Union[bool, str] = False,
+                 cost_clock: str = "wall", park_released: Union[bool, str, None] = None,
                  restore: str = "yield_when_full", dealloc: str = "eager_evict",
                  host_memory: Optional[int] = None, offload_bandwidth: Optional[float] = None,
                  offload_latency_ns: float = 0.0, step_marks: str = "optimizer",
@@ -304,6 +306,8 @@ class Runtime:
                                    not deterministic_costs if guard_charges_search is None
                                    else bool(guard_charges_search), str(repeat_costs))
         self._bridge.set_cost_clock(cost_clock)
+        if park_released is None:  # banish frees what parking would keep: off beside it
+            park_released = "off" if dealloc == "banish" else DEFAULT_PARK_RELEASED
         if isinstance(park_released, bool):
             park_released = "always" if park_released else "off"
         if park_released not in ("off", "always", "following"):

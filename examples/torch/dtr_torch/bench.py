@@ -52,7 +52,7 @@ from typing import Callable, List, Optional, Tuple
 
 import torch
 
-from . import DEFAULT_HEURISTIC
+from . import DEFAULT_HEURISTIC, DEFAULT_PARK_RELEASED
 from . import models as _models
 
 
@@ -379,10 +379,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--repeat-costs", choices=("lowest", "measured"), default="lowest",
                    help="what an operator repeating the recorded step records as its measured cost: the lowest "
                    "time measured at its place in the step, or this call's (dtr_torch.Runtime repeat_costs)")
-    p.add_argument("--park-released", nargs="?", const="always", default="off",
+    p.add_argument("--park-released", nargs="?", const="always", default=DEFAULT_PARK_RELEASED,
                    choices=("off", "always", "following"),
-                   help="released storages that records still read stay resident until evicted: always (the "
-                   "bare flag), or only while the runtime follows a recorded step (dtr_torch.Runtime)")
+                   help="released storages that records still read stay resident until evicted: only while the "
+                   "runtime follows a recorded step (following, the default), in every step (always, the bare "
+                   "flag) or never (off) (dtr_torch.Runtime park_released)")
     p.add_argument("--restore", choices=("yield_when_full", "planned", "hold"), default="yield_when_full",
                    help="runtime_options::restore")
     p.add_argument("--host-memory", type=int, default=None, metavar="BYTES",
