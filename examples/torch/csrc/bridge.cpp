@@ -352,7 +352,7 @@ void bridge::drop_adoption_refs() {
 void bridge::update_dealloc() {
     block_table& t = *table_;
     const bool keep = t.park_released && !t.in_backward && rt_->stats().victim_searches != 0 &&
-                      (!t.park_only_following || rt_->forecast_in_force());
+                      (!t.park_only_following || rt_->scores_with_forecast());
     if (keep == t.keeping) return;
     rt_->set_dealloc(keep ? dtr::dealloc_policy::keep_resident : dtr::dealloc_policy::eager_evict);
     t.keeping = keep;

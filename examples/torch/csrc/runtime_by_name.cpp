@@ -2,6 +2,7 @@
 #include "recipe.hpp"
 #include "runtime_iface.hpp"
 
+#include <dtr/concepts.hpp>
 #include <dtr/heuristic/by_name.hpp>
 #include <dtr/search/indexed.hpp>
 
@@ -63,7 +64,12 @@ public:
     void set_remat_limit(double ns) override { rt_.set_remat_limit(ns); }
     void set_dealloc(dtr::dealloc_policy policy) override { rt_.set_dealloc(policy); }
     const dtr::counters& stats() const override { return rt_.stats(); }
-    bool forecast_in_force() const override { return rt_.forecast() != nullptr; }
+    bool scores_with_forecast() const override {
+        if constexpr (dtr::reads_forecast<H>)
+            return rt_.forecast() != nullptr;
+        else
+            return false;
+    }
     std::size_t storage_count() const override { return rt_.storage_count(); }
     std::size_t operator_count() const override { return rt_.operator_count(); }
     void check_invariants() const override { rt_.check_invariants(); }

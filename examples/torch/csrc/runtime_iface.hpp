@@ -65,9 +65,10 @@ public:
     virtual void set_remat_limit(double ns) = 0;
     virtual void set_dealloc(dtr::dealloc_policy policy) = 0;
     virtual const dtr::counters& stats() const = 0;
-    //! Whether the runtime follows a recorded step with its forecast in force now
-    //! (dtr::runtime::forecast() is set).
-    virtual bool forecast_in_force() const = 0;
+    //! Whether the policy scores with the runtime's forecast now: it reads one
+    //! (dtr::reads_forecast) and the runtime follows a recorded step with the forecast in
+    //! force (dtr::runtime::forecast() is set).
+    virtual bool scores_with_forecast() const = 0;
     virtual std::size_t storage_count() const = 0;
     virtual std::size_t operator_count() const = 0;
     virtual void check_invariants() const = 0;

@@ -49,8 +49,9 @@ struct block_table {
     //! searched for a victim): where everything fits, an eager eviction costs nothing, and a
     //! kept storage would only add pressure. bridge::update_dealloc switches the policy.
     bool park_released = false;
-    //! ... and only while the runtime follows a recorded step with its forecast in force
-    //! (park_released="following"): parked in the steps run on the online scores, the
+    //! ... and only while the policy scores with the forecast (park_released="following":
+    //! a policy that reads it, in a recorded step the runtime follows with the forecast in
+    //! force): parked in the steps run on the online scores, the
     //! TreeLSTM's kept forward temporaries displace what backward reads and it thrashes at
     //! 0.94, where without parking it finishes (docs/torch.md, park_released).
     bool park_only_following = false;

@@ -18,7 +18,8 @@ _LAZY = ("Runtime", "DTRTensor", "OutOfMemoryError", "ThrashingError", "material
 DEFAULT_HEURISTIC = "indexed:dtr_next_use"
 
 #: Where a Runtime keeps released storages that records still read (park_released) unless
-#: told otherwise: only while it follows a recorded step with its forecast in force.
+#: told otherwise: only while its policy scores with the forecast (a step-aware policy, such
+#: as the default, in a recorded step the runtime follows).
 DEFAULT_PARK_RELEASED = "following"
 
 __all__ = list(_LAZY) + ["DEFAULT_HEURISTIC", "DEFAULT_PARK_RELEASED"]

@@ -235,7 +235,9 @@ class Runtime:
                  (dtr::dealloc_policy::keep_resident instead of eager_evict; outside
                  backward, once the budget has bound). "following" (None: the default, but
                  "off" with dealloc="banish")
-                 only while the runtime follows a recorded step with its forecast in force;
+                 only while the policy scores with the forecast (a step-aware policy, as
+                 the default, in a recorded step the runtime follows with the forecast in
+                 force);
                  True (or "always") in every step; False (or "off") never, which
                  dealloc="banish" needs (docs/torch.md)
     restore:     runtime_options::restore: "yield_when_full" (default), "planned" or "hold"

@@ -39,14 +39,16 @@ def main():
     # step (none recorded yet), something once the step repeats; bit-identical either way
     check_model("narrow resnet, park_released following", make, heuristic="indexed:dtr_next_use",
                 steps=4, park_released="following")
-    for steps, expect in ((1, False), (4, True)):
-        rt = dtr_torch.Runtime(budget=int(2.2 * floor), deterministic_costs=True,
-                               heuristic="indexed:dtr_next_use", park_released="following")
+    # (and only under a policy that scores with the forecast: dtr_eqclass does not read it)
+    for heuristic, steps, expect in (("indexed:dtr_next_use", 1, False), ("indexed:dtr_next_use", 4, True),
+                                     ("dtr_eqclass", 4, False)):
+        rt = dtr_torch.Runtime(budget=int(2.2 * floor), deterministic_costs=True, heuristic=heuristic,
+                               park_released="following")
         train(make, steps, rt)
         st = rt.stats()
         assert (st["parked_total"] > 0) == expect and st["peak_resident_bytes"] <= int(2.2 * floor), \
-            (steps, st)
-        print(f"  park_released following, {steps} steps: {st['parked_total']} storages parked")
+            (heuristic, steps, st)
+        print(f"  park_released following, {heuristic}, {steps} steps: {st['parked_total']} storages parked")
     try:
         dtr_torch.Runtime(park_released="sometimes")
     except ValueError as e:
