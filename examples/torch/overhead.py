@@ -109,12 +109,12 @@ def main():
         rng[id(s)] = torch.get_rng_state()
         return elapsed
 
-    from dtr_torch._bridge import _outside, _ext
+    from dtr_torch._bridge import _ext, outside
 
     class plain_pytorch:  # the mode popped and the bridge's allocator cache paused
         def __enter__(self):
             _ext.pause_allocator_cache(True)
-            self.o = _outside()
+            self.o = outside()
             self.o.__enter__()
 
         def __exit__(self, *exc):
