@@ -127,3 +127,31 @@ for h in dtr_next_use dtr_eqclass; do
         --heuristic indexed:$h > /dev/null &
 done
 wait
+# The release modes side by side (docs/torch.md, park_released; docs/results.md, "The bridge on
+# a quiet machine"): the bridge's default parks released storages only while the policy scores
+# with the forecast ("following"), against never ("off") and in every step ("always").
+mkdir -p "$out/steady-state-quiet"
+pm() { name=$1; shift; "$py" -W ignore "$here/compare_configs.py" --rounds 1 \
+    --config "off:--cost-clock thread_cpu --park-released off" \
+    --config "always:--cost-clock thread_cpu --park-released always" \
+    --config "following:--cost-clock thread_cpu --park-released following" \
+    --json "$out/steady-state-quiet/$name-park-modes.json" "$@" | tee "$out/steady-state-quiet/$name-park-modes.txt"; }
+pm treelstm-b4 --model treelstm --batch 4 --steps 8 --ratios 1,0.94
+pm densenet121-b16 $dn --steps 6 --ratios 0.33,0.25,0.22
+pm mobilenet_v2-b16 --model torchvision:mobilenet_v2 --batch 16 --size 128 --steps 6 --ratios 0.33,0.25
+pm resnet50-b16 --model torchvision:resnet50 --batch 16 --size 128 --steps 6 --ratios 0.7,0.545
+pm gpt-6x256-b8 --model gpt --batch 8 --steps 6 --ratios 0.42,0.33
+pm vgg16-b16 --model torchvision:vgg16 --batch 16 --size 128 --steps 4 --ratios 0.925
+# The bench's default (parking "following") at each model's max(0.33, 2f) and below, 8 steps
+# (the GPT 6, vgg16 4), on a machine otherwise idle (docs/results.md, "The bridge on a quiet
+# machine"); steady-state-quiet/*.json without the -park-modes suffix are the same runs with
+# parking off, the default before.
+mkdir -p "$out/steady-state-quiet/default"
+qd() { name=$1; shift; "$py" -W ignore -m dtr_torch.bench --threads 1 --cost-clock thread_cpu \
+    --json "$out/steady-state-quiet/default/$name.json" "$@" | tee "$out/steady-state-quiet/default/$name.txt"; }
+qd densenet121-b16 $dn --steps 8 --ratios 0.33,0.25,0.22
+qd mobilenet_v2-b16 --model torchvision:mobilenet_v2 --batch 16 --size 128 --steps 8 --ratios 0.33,0.25
+qd resnet50-b16 --model torchvision:resnet50 --batch 16 --size 128 --steps 8 --ratios 0.7,0.545
+qd gpt-6x256-b8 --model gpt --batch 8 --steps 6 --ratios 0.42,0.33
+qd treelstm-b4 --model treelstm --batch 4 --steps 8 --ratios 1,0.94
+qd vgg16-b16 --model torchvision:vgg16 --batch 16 --size 128 --steps 4 --ratios 1,0.925

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """python3 -m dtr_torch.bench end to end on small models: a FILE.py:FACTORY model with
 --find-floor and --json, --deterministic-costs, and a torchvision model; the rows carry the
-documented fields, and every step's counters (per_step), a stopped run's too."""
+documented fields, and every step's counters (per_step), a stopped run's too. Then the
+measuring scripts beside the package (overhead.py, compare_configs.py) on the small model."""
 
 import json
 import os
@@ -33,6 +34,14 @@ def make(batch):
 def bench(*args):
     out = subprocess.run([sys.executable, "-m", "dtr_torch.bench", *args], capture_output=True, text=True,
                          timeout=200)
+    print(out.stdout)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def script(name, *args):
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", name)
+    out = subprocess.run([sys.executable, path, *args], capture_output=True, text=True, timeout=200)
     print(out.stdout)
     assert out.returncode == 0, out.stderr
     return out.stdout
@@ -81,6 +90,16 @@ def main():
             assert row["deterministic_costs"] is True and row["guard_charges_search"] is False, row
             counts.append((row["evictions"], row["remats"]))
         assert counts[0] == counts[1] and counts[0][0] > 0, counts
+        # the measuring scripts beside the package run end to end: plain and bridged steps
+        # interleaved, and configurations side by side (the release modes among them)
+        out = script("overhead.py", "--model", f"{f}:make", "--batch", "4", "--pairs", "2", "--ratio", "0.8")
+        assert "bit-identical after 3 steps: True" in out, out
+        out = script("compare_configs.py", "--model", f"{f}:make", "--batch", "4", "--steps", "3",
+                     "--ratios", "0.8", "--rounds", "1", "--config", "off:--park-released off",
+                     "--config", "following:--park-released following", "--json", j)
+        rows = json.load(open(j))
+        assert [(r["config"], r["status"], r["bit_identical"]) for r in rows] == \
+            [("off", "ok", True), ("following", "ok", True)], rows
     print("bench: rows complete and consistent")
     return 0
 
