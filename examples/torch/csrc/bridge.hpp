@@ -108,7 +108,7 @@ public:
 
     // ---- switches ---------------------------------------------------------------------------
     void set_in_backward(bool b);
-    //! "off", "always" or "following" (keep only while the forecast is in force).
+    //! "off", "always" or "following" (keep only while the policy scores with the forecast).
     void set_park_released(const std::string& mode);
     void set_cost_clock(const std::string& clock);
     void set_deterministic_costs(bool b) { deterministic_costs_ = b; }

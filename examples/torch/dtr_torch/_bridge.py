@@ -233,13 +233,11 @@ class Runtime:
     park_released: a storage the program releases while a recorded operator still reads it
                  stays resident, evictable, until the policy evicts it or no record reads it
                  (dtr::dealloc_policy::keep_resident instead of eager_evict; outside
-                 backward, once the budget has bound). "following" (None: the default, but
-                 "off" with dealloc="banish")
-                 only while the policy scores with the forecast (a step-aware policy, as
-                 the default, in a recorded step the runtime follows with the forecast in
-                 force);
-                 True (or "always") in every step; False (or "off") never, which
-                 dealloc="banish" needs (docs/torch.md)
+                 backward, once the budget has bound). "following" (what None gives, but
+                 "off" beside dealloc="banish"): only while the policy scores with the
+                 forecast (a step-aware policy, as the default, in a recorded step the
+                 runtime follows with the forecast in force); True or "always": in every
+                 step; False or "off": never, which dealloc="banish" needs (docs/torch.md)
     restore:     runtime_options::restore: "yield_when_full" (default), "planned" or "hold"
     dealloc:     runtime_options::dealloc: "eager_evict" (default) or "banish"
     host_memory: bytes of host memory the runtime may copy victims out to instead of

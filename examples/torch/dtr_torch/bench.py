@@ -3,7 +3,8 @@
 
     python3 -m dtr_torch.bench --model SPEC --batch B --steps N --ratios 1,0.5,0.33,0.25
         [--heuristic H] [--find-floor] [--json FILE] [--size S] [--classes C]
-        [--cost-clock wall|thread_cpu] [--park-released [always|following]] [--restore yield_when_full|planned|hold]
+        [--cost-clock wall|thread_cpu] [--park-released [off|always|following]]
+        [--restore yield_when_full|planned|hold]
         [--host-memory BYTES [--offload-bandwidth BYTES_PER_S]]
 
 SPEC is ``torchvision:NAME`` (any torchvision classifier, random weights, ``--size`` x
@@ -382,7 +383,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--park-released", nargs="?", const="always", default=DEFAULT_PARK_RELEASED,
                    choices=("off", "always", "following"),
                    help="released storages that records still read stay resident until evicted: only while the "
-                   "runtime follows a recorded step (following, the default), in every step (always, the bare "
+                   "policy scores with the forecast (following, the default), in every step (always, the bare "
                    "flag) or never (off) (dtr_torch.Runtime park_released)")
     p.add_argument("--restore", choices=("yield_when_full", "planned", "hold"), default="yield_when_full",
                    help="runtime_options::restore")
