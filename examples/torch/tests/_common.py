@@ -92,6 +92,16 @@ def nbytes(t):
     return t.numel() * t.element_size()
 
 
+def refused(words, **options):
+    """dtr_torch.Runtime(**options) raises a ValueError whose text names every one of `words`."""
+    try:
+        dtr_torch.Runtime(**options)
+    except ValueError as e:
+        assert all(w in str(e) for w in words), (options, e)
+    else:
+        raise AssertionError(f"Runtime({options}) was accepted")
+
+
 def peak_of(make, steps, opt="sgd"):
     """(runtime peak, physical floor in bytes) of an unlimited run. The floor: parameters +
     optimizer state + the largest single operator's inputs and outputs."""

@@ -9,18 +9,8 @@ run; the values may not), also recorded as measured in repeated steps (repeat_co
 import sys
 
 import dtr_torch
-from _common import check_model, peak_of, train
+from _common import check_model, peak_of, refused, train
 from dtr_torch import models
-
-
-def refused(words, **options):
-    """dtr_torch.Runtime(**options) raises a ValueError whose text names every one of `words`."""
-    try:
-        dtr_torch.Runtime(**options)
-    except ValueError as e:
-        assert all(w in str(e) for w in words), e
-    else:
-        raise AssertionError(f"Runtime({options}) was accepted")
 
 
 def main():
