@@ -43,8 +43,7 @@ def main():
     cp = argparse.ArgumentParser(prog="--config")
     cp.add_argument("--heuristic", default=dtr_torch.DEFAULT_HEURISTIC)
     cp.add_argument("--cost-clock", choices=("wall", "thread_cpu"), default="wall")
-    cp.add_argument("--park-released", nargs="?", const="always", default=dtr_torch.DEFAULT_PARK_RELEASED,
-                    choices=("off", "always", "following"))
+    B.add_park_released(cp)
     cp.add_argument("--restore", choices=("yield_when_full", "planned", "hold"), default="yield_when_full")
     cp.add_argument("--thrash-factor", type=float, default=4.0)
     cp.add_argument("--no-forecast-guard", action="store_true")

@@ -27,7 +27,7 @@ import time
 import torch
 
 import dtr_torch
-from dtr_torch.bench import _load_factory
+from dtr_torch.bench import _load_factory, add_park_released
 
 
 def main():
@@ -42,8 +42,7 @@ def main():
     p.add_argument("--ref-steps", type=int, default=3)
     p.add_argument("--heuristic", default=dtr_torch.DEFAULT_HEURISTIC)
     p.add_argument("--cost-clock", choices=("wall", "thread_cpu"), default="wall")
-    p.add_argument("--park-released", nargs="?", const="always", default=dtr_torch.DEFAULT_PARK_RELEASED,
-                   choices=("off", "always", "following"))
+    add_park_released(p)
     p.add_argument("--restore", choices=("yield_when_full", "planned", "hold"), default="yield_when_full")
     p.add_argument("--host-memory", type=int, default=None, metavar="BYTES",
                    help="give the bridged runtime a host tier of BYTES (dtr_torch.Runtime host_memory; "

@@ -26,7 +26,7 @@ import torch
 
 import dtr_torch
 from dtr_torch._bridge import _ext
-from dtr_torch.bench import _load_factory, write_rows
+from dtr_torch.bench import _load_factory, add_park_released, write_rows
 
 _STATS = ("rematerializations", "evictions", "eager_evictions", "victim_searches", "victim_search_ns",
           "heuristic_evaluations", "remat_cost_ns", "compute_cost_ns", "pin_yields", "parked_total",
@@ -105,8 +105,7 @@ def main():
     p.add_argument("--heuristic", default="dtr_eqclass")
     p.add_argument("--cost-clock", choices=("wall", "thread_cpu", "bytes"), default="wall",
                    help="bytes: Runtime(deterministic_costs=True), the bytes an operator reads")
-    p.add_argument("--park-released", nargs="?", const="always", default=dtr_torch.DEFAULT_PARK_RELEASED,
-                   choices=("off", "always", "following"))
+    add_park_released(p)
     p.add_argument("--restore", choices=("yield_when_full", "planned", "hold"), default="yield_when_full")
     p.add_argument("--top", type=int, default=12)
     p.add_argument("--seed", type=int, default=0)

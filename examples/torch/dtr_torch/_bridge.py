@@ -310,10 +310,7 @@ class Runtime:
             park_released = "off" if dealloc == "banish" else DEFAULT_PARK_RELEASED
         if isinstance(park_released, bool):
             park_released = "always" if park_released else "off"
-        if park_released not in ("off", "always", "following"):
-            raise ValueError("dtr_torch.Runtime: park_released must be False, True, 'off', "
-                             f"'always' or 'following', got {park_released!r}")
-        self._bridge.set_park_released(park_released)
+        self._bridge.set_park_released(str(park_released))  # the bridge refuses others by name
         if remat_limit is not None:
             self._bridge.set_remat_limit(float(remat_limit))
         self._bridge.set_deterministic_costs(bool(deterministic_costs))

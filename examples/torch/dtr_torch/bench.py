@@ -335,6 +335,16 @@ def _print_row(r: dict) -> None:
         print(f"         {r['status']}: {r['error'][:400]}", flush=True)
 
 
+def add_park_released(p: argparse.ArgumentParser) -> None:
+    """--park-released [off|always|following] (dtr_torch.Runtime park_released): the bench's
+    option, also taken by the measuring scripts beside the package."""
+    p.add_argument("--park-released", nargs="?", const="always", default=DEFAULT_PARK_RELEASED,
+                   choices=("off", "always", "following"),
+                   help="released storages that records still read stay resident until evicted: only while the "
+                   "policy scores with the forecast (following, the default), in every step (always, the bare "
+                   "flag) or never (off) (dtr_torch.Runtime park_released)")
+
+
 def write_rows(path: Optional[str], rows: list) -> None:
     """Writes `rows` as a JSON list to `path` (--json); nothing when `path` is empty. Shared by
     the bench and the profiling scripts beside it (compare_configs.py, remat_profile.py)."""
@@ -380,11 +390,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--repeat-costs", choices=("lowest", "measured"), default="lowest",
                    help="what an operator repeating the recorded step records as its measured cost: the lowest "
                    "time measured at its place in the step, or this call's (dtr_torch.Runtime repeat_costs)")
-    p.add_argument("--park-released", nargs="?", const="always", default=DEFAULT_PARK_RELEASED,
-                   choices=("off", "always", "following"),
-                   help="released storages that records still read stay resident until evicted: only while the "
-                   "policy scores with the forecast (following, the default), in every step (always, the bare "
-                   "flag) or never (off) (dtr_torch.Runtime park_released)")
+    add_park_released(p)
     p.add_argument("--restore", choices=("yield_when_full", "planned", "hold"), default="yield_when_full",
                    help="runtime_options::restore")
     p.add_argument("--host-memory", type=int, default=None, metavar="BYTES",
