@@ -51,9 +51,9 @@ struct block_table {
     bool park_released = false;
     //! ... and only while the policy scores with the forecast (park_released="following":
     //! a policy that reads it, in a recorded step the runtime follows with the forecast in
-    //! force): parked in the steps run on the online scores, the
-    //! TreeLSTM's kept forward temporaries displace what backward reads and it thrashes at
-    //! 0.94, where without parking it finishes (docs/torch.md, park_released).
+    //! force): parked in the steps run on the online scores, the TreeLSTM's kept forward
+    //! temporaries displace what backward reads and it thrashes at 0.94, where without
+    //! parking it finishes (docs/torch.md, park_released).
     bool park_only_following = false;
     bool in_backward = false;     //!< backward's releases are not parked (bridge::set_in_backward)
     bool keeping = false;         //!< the runtime's dealloc policy is keep_resident now
