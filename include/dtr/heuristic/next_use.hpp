@@ -43,6 +43,22 @@ namespace dtr::heuristics {
 //! online policy unchanged, so the upkeep is the online policy's; a score with a forecast
 //! costs two stamp reads and the numerator (one find per evicted parent for dtr_eqclass).
 //! Not a factored policy: search::indexed's keys assume staleness.
+//!
+//! The rescue. An online step that runs away (a first step at a tight budget, before there
+//! is anything to forecast) recomputes the same storages again and again. Once one storage
+//! has been rematerialized rescue_remats times with no forecast in force, the scores
+//! without a forecast become dtr_held's for the rest of the runtime's life:
+//!
+//!     (c(t) + c(evicted ancestors of t) + c(held evicted descendants of t)) / (m(t) x s(t))
+//!
+//! each half by a walk of at most rescue_walk_limit neighbour visits (dtr_held walks the
+//! whole evicted region; the bound keeps a score's cost constant). On the paper's logs it
+//! finishes every first step that dtr_eqclass's scores lose and that has a schedule at 0.2
+//! of the peak or above, and changes no cell that finishes without it
+//! (bench/replay/results/steps.md). A restore that recomputes each storage of a long chain
+//! once never triggers it, so the online upkeep stays the online policy's there; a program
+//! that triggers it pays up to 2 x rescue_walk_limit accesses per score without a forecast,
+//! and search::indexed scans instead of using its index (rescuing()).
 template <class Online>
 class next_use_aware {
 public:
@@ -53,10 +69,16 @@ public:
     static constexpr std::size_t cost_walk_limit = 128;
     //! How far, in steps, the next use of a storage the forecast sees no use of is put.
     static constexpr double unused_steps = 1e6;
+    //! Rematerializations of one storage without a forecast that turn the rescue on.
+    static constexpr std::uint32_t rescue_remats = 3;
+    //! Neighbour visits of each of a rescue score's two walks.
+    static constexpr std::size_t rescue_walk_limit = 1024;
 
-    //! The online policy's data, and the mark of the walks below.
+    //! The online policy's data, the mark of the walks below, and the storage's
+    //! rematerializations without a forecast (the rescue's trigger).
     struct storage_data : Online::storage_data {
         mutable std::uint64_t next_use_walk = 0;
+        std::uint32_t online_remats = 0;
     };
     using online_type = Online;
     //! Kept storages are ordered by the forecast, not put first (dtr::reads_forecast).
@@ -81,6 +103,7 @@ public:
     double score(const Storage& s, const heuristic_context& ctx, double bound) {
         if (ctx.forecast != nullptr && ctx.forecast->time_to_next_use(s) >= 0)
             return informed(s, ctx, *ctx.forecast, bound);
+        if (rescuing_) return rescued(s, ctx, bound);
         return score_against(online_, s, ctx, bound);
     }
 
@@ -88,14 +111,37 @@ public:
     [[nodiscard]] Online& online() noexcept { return online_; }
     [[nodiscard]] const Online& online() const noexcept { return online_; }
 
-    // ---- events: the online policy's upkeep, unchanged ------------------------------------
+    //! @brief Returns: whether the rescue is on (see the class comment): the scores without
+    //! a forecast are then no longer the online policy's.
+    [[nodiscard]] bool rescuing() const noexcept { return rescuing_; }
+
+    // ---- events: the online policy's upkeep, unchanged; the rescue's trigger ---------------
 #define DTR_NEXT_USE_FORWARD(hook_name)                        \
     template <class Storage>                                   \
     void hook_name(Storage& s, const heuristic_context& ctx) { \
         hook::hook_name##_t::invoke(online_, s, ctx);          \
     }
-    DTR_HEURISTIC_HOOKS(DTR_NEXT_USE_FORWARD)
+    DTR_NEXT_USE_FORWARD(on_create)
+    DTR_NEXT_USE_FORWARD(on_access)
+    DTR_NEXT_USE_FORWARD(on_evict)
+    DTR_NEXT_USE_FORWARD(on_release)
+    DTR_NEXT_USE_FORWARD(on_destroy)
+    DTR_NEXT_USE_FORWARD(on_pool_insert)
+    DTR_NEXT_USE_FORWARD(on_pool_erase)
 #undef DTR_NEXT_USE_FORWARD
+    template <class Storage>
+    void on_rematerialize(Storage& s, const heuristic_context& ctx) {
+        hook::on_rematerialize_t::invoke(online_, s, ctx);
+        count_rematerialization(s, ctx);
+    }
+    //! @brief The rescue's trigger: counts a rematerialization of s made without a forecast.
+    //! on_rematerialize calls it; so does a search that sends the events straight to the
+    //! online policy (search::indexed).
+    template <class Storage>
+    void count_rematerialization(Storage& s, const heuristic_context& ctx) noexcept {
+        if (ctx.forecast == nullptr && !rescuing_ && ++s.meta().online_remats >= rescue_remats)
+            rescuing_ = true;
+    }
 
 private:
     //! The score with a forecast: `d` >= 0 is the time until s is next read. It is used
@@ -179,9 +225,35 @@ private:
         }
     }
 
+    //! The rescue's score without a forecast: dtr_held's, each half by a bounded walk,
+    //! the walks stopped once the partial score is above `bound`.
+    template <class Storage>
+    double rescued(const Storage& s, const heuristic_context& ctx, double bound) {
+        ctx.count_access();
+        const double denominator =
+            static_cast<double>(s.size()) * static_cast<double>(ctx.now - s.last_access());
+        if (!(denominator > 0)) return std::numeric_limits<double>::infinity();
+        double numerator = static_cast<double>(s.cost());
+        bool cut = numerator / denominator > bound;
+        if (!cut)
+            walk<true>(s, ctx, rescue_walk_limit, [&](const auto& u) {
+                numerator += static_cast<double>(u.cost());
+                cut = numerator / denominator > bound;
+                return !cut;
+            });
+        if (!cut)
+            walk<false>(s, ctx, rescue_walk_limit, [&](const auto& u) {
+                if (u.handle_count() > 0) numerator += static_cast<double>(u.cost());
+                cut = numerator / denominator > bound;
+                return !cut;
+            });
+        return numerator / denominator;
+    }
+
     Online online_{};
     std::vector<const void*> walk_; //!< the walks' queue, kept for its capacity
     std::uint64_t epoch_ = 0;       //!< of the last walk
+    bool rescuing_ = false;         //!< the rescue is on (see the class comment)
 };
 
 //! @brief dtr_eqclass with the forecast: the default's cost model and near-constant upkeep,

@@ -205,6 +205,10 @@ public:
     template <class Storage>
     void on_rematerialize(Storage& s, const heuristic_context& ctx) {
         core().on_rematerialize(s, ctx, listener{this});
+        // The events go to the online policy directly; the policy over it counts them too
+        // (heuristics::next_use_aware's rescue).
+        if constexpr (requires { this->inner_.count_rematerialization(s, ctx); })
+            this->inner_.count_rematerialization(s, ctx);
     }
     template <class Storage>
     void on_release(Storage& s, const heuristic_context& ctx) {
@@ -402,6 +406,9 @@ typename Pool::value_type* indexed<H>::choose(Pool& pool, const heuristic_contex
         // The scores read the forecast: no key bounds them. The policy's own scan, so that
         // the victim is the one the policy alone would take.
         if (ctx.forecast != nullptr) return exhaustive_choice(pool, this->inner_, ctx);
+        // Nor while its rescue scores without the forecast (heuristics::next_use_aware).
+        if constexpr (requires { this->inner_.rescuing(); })
+            if (this->inner_.rescuing()) return exhaustive_choice(pool, this->inner_, ctx);
     }
     if (!built_) {
         // The first decision: file the pool. Nothing was reported before (no member, no
