@@ -54,11 +54,11 @@ namespace dtr::heuristics {
 //! each half by a walk of at most rescue_walk_limit neighbour visits (dtr_held walks the
 //! whole evicted region; the bound keeps a score's cost constant). On the paper's logs it
 //! finishes every first step that dtr_eqclass's scores lose and that has a schedule at 0.2
-//! of the peak or above, and changes no cell that finishes without it
-//! (bench/replay/results/steps.md). A restore that recomputes each storage of a long chain
-//! once never triggers it, so the online upkeep stays the online policy's there; a program
-//! that triggers it pays up to 2 x rescue_walk_limit accesses per score without a forecast,
-//! and search::indexed scans instead of using its index (rescuing()).
+//! of the peak or above (docs/heuristics.md, "The rescue"). A restore that recomputes each
+//! storage of a long chain once never triggers it, so the online upkeep stays the online
+//! policy's there; a program that triggers it pays up to 2 x rescue_walk_limit accesses per
+//! score without a forecast, and search::indexed scans instead of using its index
+//! (rescuing()).
 template <class Online>
 class next_use_aware {
 public:
@@ -70,7 +70,7 @@ public:
     //! How far, in steps, the next use of a storage the forecast sees no use of is put.
     static constexpr double unused_steps = 1e6;
     //! Rematerializations of one storage without a forecast that turn the rescue on.
-    static constexpr std::uint32_t rescue_remats = 3;
+    static constexpr std::uint32_t rescue_remats = 2;
     //! Neighbour visits of each of a rescue score's two walks.
     static constexpr std::size_t rescue_walk_limit = 1024;
 
