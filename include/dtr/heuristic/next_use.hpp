@@ -121,6 +121,7 @@ public:
     void hook_name(Storage& s, const heuristic_context& ctx) { \
         hook::hook_name##_t::invoke(online_, s, ctx);          \
     }
+    // Every hook of DTR_HEURISTIC_HOOKS (dtr/hooks.hpp) but on_rematerialize, below.
     DTR_NEXT_USE_FORWARD(on_create)
     DTR_NEXT_USE_FORWARD(on_access)
     DTR_NEXT_USE_FORWARD(on_evict)
