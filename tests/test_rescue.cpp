@@ -19,20 +19,6 @@ namespace {
 
 namespace h = dtr::heuristics;
 
-//! One fresh output of `bytes` bytes: out[i] = i + the first byte of the first input.
-struct make_op {
-    std::size_t bytes = 16;
-    template <class Ctx>
-    void operator()(Ctx& ctx) const {
-        const unsigned first = ctx.num_inputs() != 0 && ctx.input(0).size() != 0
-                                   ? dtr_test::u8(ctx.input(0).data()[0])
-                                   : 0;
-        auto out = ctx.output(0, bytes);
-        for (std::size_t i = 0; i < bytes; ++i)
-            out.data()[i] = std::byte(static_cast<std::uint8_t>(i + first));
-    }
-};
-
 //! The policy of a runtime over dtr_next_use, searched or not.
 template <class Runtime>
 const h::dtr_next_use& policy_of(Runtime& rt) {
@@ -58,8 +44,8 @@ template <class Runtime>
 void turns_on_at_the_second_rematerialization() {
     Runtime rt({.steps = dtr::step_learning::off});
     dtr::tensor x = rt.constant(8, dtr_test::fill_with(3));
-    dtr::tensor a = rt.call(make_op{16}, {x}, {.cost = 1.0});
-    dtr::tensor b = rt.call(make_op{24}, {a}, {.cost = 2.0});
+    dtr::tensor a = rt.call(dtr_test::mix_op{16}, {x}, {.cost = 1.0});
+    dtr::tensor b = rt.call(dtr_test::mix_op{24}, {a}, {.cost = 2.0});
     CHECK_FALSE(policy_of(rt).rescuing());
     // Two storages recomputed once each: no single storage twice yet.
     CHECK(recompute(rt, a, 1) == std::vector<bool>{false});
@@ -85,11 +71,11 @@ TEST_CASE("the rescue scores as dtr_held: evicted ancestors, and held evicted de
     runtime_type rt({.steps = dtr::step_learning::off});
     dtr::tensor x = rt.constant(8, dtr_test::fill_with(3));
     // x -> a -> b -> c -> d -> e, costs 1, 2, 4, 8, 16; c is scored.
-    dtr::tensor a = rt.call(make_op{16}, {x}, {.cost = 1.0});
-    dtr::tensor b = rt.call(make_op{24}, {a}, {.cost = 2.0});
-    dtr::tensor c = rt.call(make_op{32}, {b}, {.cost = 4.0});
-    dtr::tensor d = rt.call(make_op{40}, {c}, {.cost = 8.0});
-    dtr::tensor e = rt.call(make_op{48}, {d}, {.cost = 16.0});
+    dtr::tensor a = rt.call(dtr_test::mix_op{16}, {x}, {.cost = 1.0});
+    dtr::tensor b = rt.call(dtr_test::mix_op{24}, {a}, {.cost = 2.0});
+    dtr::tensor c = rt.call(dtr_test::mix_op{32}, {b}, {.cost = 4.0});
+    dtr::tensor d = rt.call(dtr_test::mix_op{40}, {c}, {.cost = 8.0});
+    dtr::tensor e = rt.call(dtr_test::mix_op{48}, {d}, {.cost = 16.0});
     (void)recompute(rt, a, 3);
     REQUIRE(rt.heuristic().rescuing());
     for (const dtr::tensor* t : {&a, &b, &d, &e}) REQUIRE(rt.evict(*t));
@@ -114,9 +100,9 @@ TEST_CASE("restoring a long evicted chain under a tight budget leaves the rescue
     runtime_type rt({.budget = 64 * 8 + 8, .steps = dtr::step_learning::off});
     dtr::tensor x = rt.constant(8, dtr_test::fill_with(3));
     std::vector<dtr::tensor> chain;
-    chain.push_back(rt.call(make_op{64}, {x}, {.cost = 1.0}));
+    chain.push_back(rt.call(dtr_test::mix_op{64}, {x}, {.cost = 1.0}));
     for (int i = 1; i < length; ++i)
-        chain.push_back(rt.call(make_op{64}, {chain.back()}, {.cost = 1.0}));
+        chain.push_back(rt.call(dtr_test::mix_op{64}, {chain.back()}, {.cost = 1.0}));
     for (const dtr::tensor& t : chain) (void)rt.evict(t);
     const dtr::tensor end = chain.back();
     chain.clear(); // only the end is held: the chain behind it is evicted history
