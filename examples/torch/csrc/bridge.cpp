@@ -207,14 +207,14 @@ at::Tensor bridge::materialize(const at::Tensor& managed) {
     return view.clone(at::MemoryFormat::Preserve);
 }
 
-bridge::pinned_inputs bridge::pin_all(const std::vector<ref_ptr>& inputs,
-                                      const std::vector<std::uint8_t>* written) {
+bridge::pinned_inputs bridge::pin_all(c10::ArrayRef<ref_ptr> inputs,
+                                      c10::ArrayRef<std::uint8_t> written) {
     pinned_inputs p;
     p.pins.reserve(inputs.size());
     p.storages.reserve(inputs.size());
     for (std::size_t i = 0; i < inputs.size(); ++i) {
         const ref_ptr& in = inputs[i];
-        p.pins.push_back(pin(in->handle, written != nullptr && (*written)[i]));
+        p.pins.push_back(pin(in->handle, !written.empty() && written[i]));
         p.storages.push_back(
             borrowed_storage(p.pins.back()->data, p.pins.back()->size, table_->device));
     }
@@ -417,8 +417,8 @@ void bridge::enable_offload(dtr::runtime_options& o, std::size_t host_memory, do
 // operators the bridge runs outside the runtime's records too: in-place updates of state
 // (SGD's `momentum.add_(grad)` holds a gradient and a state tensor at once) and results made
 // eagerly from constants.
-void bridge::note_operator_bytes(const std::string& name, const std::vector<ref_ptr>& inputs,
-                                 const std::vector<std::uint8_t>& mutated, std::size_t out_bytes,
+void bridge::note_operator_bytes(const std::string& name, c10::ArrayRef<ref_ptr> inputs,
+                                 c10::ArrayRef<std::uint8_t> mutated, std::size_t out_bytes,
                                  bool recorded) {
     std::size_t io = out_bytes, io_tier = out_bytes;
     for (std::size_t i = 0; i < inputs.size(); ++i) {

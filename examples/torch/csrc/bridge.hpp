@@ -13,6 +13,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/ArrayRef.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -142,8 +143,7 @@ private:
     };
     //! With `written`, the inputs it flags are constants the kernel writes in place: pinned
     //! for writing, so that the runtime drops any host copy of their old bytes.
-    pinned_inputs pin_all(const std::vector<ref_ptr>& inputs,
-                          const std::vector<std::uint8_t>* written = nullptr);
+    pinned_inputs pin_all(c10::ArrayRef<ref_ptr> inputs, c10::ArrayRef<std::uint8_t> written = {});
     std::unique_ptr<pinned> pin(const dtr::tensor& t, bool for_write = false);
 
     ref_ptr adopt(const at::Tensor& t);
@@ -156,8 +156,8 @@ private:
     void update_dealloc();
     void enable_offload(dtr::runtime_options& o, std::size_t host_memory, double bandwidth,
                         double latency_ns);
-    void note_operator_bytes(const std::string& name, const std::vector<ref_ptr>& inputs,
-                             const std::vector<std::uint8_t>& mutated, std::size_t out_bytes,
+    void note_operator_bytes(const std::string& name, c10::ArrayRef<ref_ptr> inputs,
+                             c10::ArrayRef<std::uint8_t> mutated, std::size_t out_bytes,
                              bool recorded);
 
     void run_collective(const op_info& info, std::vector<c10::IValue>* stack);

@@ -138,14 +138,16 @@ private:
     std::vector<c10::IValue> args_;  //!< as the caller passed them
     std::vector<c10::IValue> stack_; //!< the recipe's: tensor slots None, foreign tensors by value
     std::shared_ptr<recipe> r_ = std::make_shared<recipe>();
-    std::vector<found_tensor> found_;
-    std::vector<ref_ptr> inputs_; //!< distinct storages
-    std::vector<std::uint8_t> mutated_;
+    // Inline for the common sizes, as in the recipe (recipe.hpp).
+    c10::SmallVector<found_tensor, 3> found_;
+    c10::SmallVector<ref_ptr, 3> inputs_; //!< distinct storages
+    c10::SmallVector<std::uint8_t, 3> mutated_;
     bool writes_ = false;
-    bool foreign_ = false;                  //!< a tensor argument on another device
-    bool foreign_written_ = false;          //!< ... that the operator writes
-    std::vector<std::size_t> list_lengths_; //!< per return: tensors in a fresh Tensor[] result
-    std::optional<std::size_t> n_out_;      //!< count_fresh_outputs(), once counted
+    bool foreign_ = false;         //!< a tensor argument on another device
+    bool foreign_written_ = false; //!< ... that the operator writes
+    c10::SmallVector<std::size_t, 2>
+        list_lengths_;                 //!< per return: tensors in a fresh Tensor[] result
+    std::optional<std::size_t> n_out_; //!< count_fresh_outputs(), once counted
 };
 
 void bridge::dispatch(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack) {
@@ -230,7 +232,7 @@ void dispatcher_call::scan() {
     const auto& sargs = schema_.arguments();
     const c10::Device device = b_.device();
     // Which arguments the call writes (conditions such as batch norm's `training` evaluated).
-    std::vector<std::uint8_t> written_arg(sargs.size(), 0);
+    c10::SmallVector<std::uint8_t, 16> written_arg(sargs.size(), 0);
     for (auto [arg, cond] : info_.writes) {
         if (cond >= 0) {
             const c10::IValue& c = args_[static_cast<std::size_t>(cond)];
@@ -343,7 +345,7 @@ bool dispatcher_call::in_place_on_constants() {
     for (std::size_t i = 0; i < inputs_.size(); ++i)
         if (mutated_[i] && *inputs_[i]->readers != 0) return false;
 
-    const bridge::pinned_inputs held = b_.pin_all(inputs_, &mutated_);
+    const bridge::pinned_inputs held = b_.pin_all(inputs_, mutated_);
     b_.note_operator_bytes(info_.name, inputs_, mutated_, 0, false);
     std::vector<c10::IValue> s = stack_;
     {
@@ -706,7 +708,7 @@ void dispatcher_call::recorded() {
         if (!g.defined()) g = at::globalContext().defaultGenerator(b_.device());
         r.generator = g;
     }
-    std::vector<dtr::tensor> in_handles;
+    c10::SmallVector<dtr::tensor, 4> in_handles;
     in_handles.reserve(inputs_.size());
     for (const ref_ptr& in : inputs_) in_handles.push_back(in->handle);
     std::vector<std::uint32_t> mutates;
@@ -728,7 +730,8 @@ void dispatcher_call::recorded() {
     std::vector<dtr::tensor> outs;
     {
         scoped_ns ct{prof.runtime_call_ns};
-        outs = rt.call(recipe_op{r_}, in_handles, n_out, std::move(mutates), cost, info_.key);
+        outs = rt.call(recipe_op{r_}, {in_handles.data(), in_handles.size()}, n_out,
+                       std::move(mutates), cost, info_.key);
     }
     ++b_.counters_.calls;
     b_.note_operator_bytes(info_.name, inputs_, mutated_, r.io_bytes, true);
@@ -770,7 +773,8 @@ void dispatcher_call::recorded() {
                                 ? c10::IValue(std::move(t))
                                 : c10::IValue());
         } else {
-            out_->push_back(r.other_returns[i]); // an int or a float beside the tensors
+            // an int or a float beside the tensors (None: a list the first run returned)
+            out_->push_back(i < r.other_returns.size() ? r.other_returns[i] : c10::IValue());
         }
     }
 }

@@ -29,8 +29,8 @@ at::Tensor tensor_on(const c10::Storage& storage, const geometry& g) {
     return t;
 }
 
-void fill_stack(std::vector<c10::IValue>& s, const std::vector<arg_slot>& slots,
-                const std::vector<tensor_arg>& tensors, const std::vector<c10::Storage>& storages) {
+void fill_stack(std::vector<c10::IValue>& s, c10::ArrayRef<arg_slot> slots,
+                c10::ArrayRef<tensor_arg> tensors, c10::ArrayRef<c10::Storage> storages) {
     auto make = [&](int32_t k) -> at::Tensor {
         const tensor_arg& ta = tensors[static_cast<std::size_t>(k)];
         return tensor_on(storages[ta.input], ta.geom);
@@ -65,7 +65,7 @@ void recipe::run(context_t& ctx) {
     plain_aten plain;
 
     const std::size_t n_in = ctx.num_inputs();
-    std::vector<c10::Storage> storages;
+    c10::SmallVector<c10::Storage, 4> storages;
     storages.reserve(n_in);
     block_table& blocks = ctx.backend().table();
     for (std::size_t i = 0; i < n_in; ++i) {
@@ -117,9 +117,11 @@ void recipe::run(context_t& ctx) {
     }
 
     if (!ran) {
-        other_returns.assign(s.size(), c10::IValue());
         for (std::size_t i = 0; i < s.size(); ++i)
-            if (!s[i].isTensor() && !s[i].isTensorList() && !s[i].isList()) other_returns[i] = s[i];
+            if (!s[i].isTensor() && !s[i].isTensorList() && !s[i].isList()) {
+                if (other_returns.empty()) other_returns.resize(s.size());
+                other_returns[i] = s[i];
+            }
     }
 
     // Outputs, in return order; undefined results still occupy an (empty) output.
@@ -133,7 +135,7 @@ void recipe::run(context_t& ctx) {
     } clear{table};
     std::size_t k = 0;
     std::size_t out_bytes = 0;
-    std::vector<const c10::StorageImpl*> produced;
+    c10::SmallVector<const c10::StorageImpl*, 2> produced;
     auto output = [&](const at::Tensor& r) {
         if (k >= n_outputs)
             unsupported(op->schema().name() + " returned more tensors than its arguments announce");

@@ -54,7 +54,7 @@ at::Tensor tensor_on(const c10::Storage& storage, const geometry& g);
 struct arg_slot {
     enum kind_t : std::uint8_t { tensor, optional_tensor, tensor_list, optional_tensor_list } kind;
     std::size_t stack_index;
-    std::vector<int32_t> tensors; //!< index into recipe::tensors per element, -1 for None
+    c10::SmallVector<int32_t, 2> tensors; //!< index into recipe::tensors per element, -1 for None
 };
 
 struct tensor_arg {
@@ -63,24 +63,27 @@ struct tensor_arg {
 };
 
 //! Everything one call records; run by the runtime the first time and whenever one of its
-//! outputs is rematerialized.
+//! outputs is rematerialized. Its lists are inline for the common sizes (an operator has a
+//! few tensor arguments and results): every heap block is a malloc and a free on the
+//! per-operator path, which PyTorch itself spends about 1 us on for a small CPU operator.
 struct recipe {
     std::optional<c10::OperatorHandle> op;
     std::vector<c10::IValue> stack; //!< the arguments, with tensor slots left as None
-    std::vector<arg_slot> slots;
-    std::vector<tensor_arg> tensors;
-    std::vector<std::uint8_t> input_mutated; //!< per distinct input
-    std::vector<std::size_t> fresh_returns;  //!< return positions whose tensors are outputs
+    c10::SmallVector<arg_slot, 3> slots;
+    c10::SmallVector<tensor_arg, 3> tensors;
+    c10::SmallVector<std::uint8_t, 4> input_mutated; //!< per distinct input
+    c10::SmallVector<std::size_t, 2> fresh_returns;  //!< return positions whose tensors are outputs
     std::size_t n_outputs = 0;
     bool zero_scratch = false; //!< op_info::zero_scratch
     // Random operators: the generator and its state before the first run.
     std::optional<at::Generator> generator;
     at::Tensor rng_state;
     // Filled by the first run: each output's geometry (rematerializations must agree).
-    std::vector<geometry> out_geom;
-    std::vector<std::uint8_t> out_defined;
+    c10::SmallVector<geometry, 1> out_geom;
+    c10::SmallVector<std::uint8_t, 2> out_defined;
     //! The first run's returns that are neither tensors nor written arguments (the sizes an
-    //! attention kernel returns beside its tensors), by return position.
+    //! attention kernel returns beside its tensors), by return position; empty where there
+    //! is none.
     std::vector<c10::IValue> other_returns;
     bool ran = false;
     //! Grad mode at the first run: a kernel may decide on it what to return (2.x's oneDNN
@@ -90,7 +93,7 @@ struct recipe {
     std::size_t io_bytes = 0; //!< bytes of the outputs of the first run (physical floor)
     //! The reader counts of the input versions this recipe reads (storage_ref::readers): while
     //! the runtime keeps the record, those versions may be read again by a rematerialization.
-    std::vector<std::shared_ptr<std::size_t>> reads;
+    c10::SmallVector<std::shared_ptr<std::size_t>, 3> reads;
 
     recipe() = default;
     recipe(const recipe&) = delete;
@@ -104,7 +107,7 @@ struct recipe {
 
 //! Puts plain tensors over `storages` (one per distinct input) into the tensor slots of `s`:
 //! how a recipe, and the paths that run a kernel outside the runtime, build its arguments.
-void fill_stack(std::vector<c10::IValue>& s, const std::vector<arg_slot>& slots,
-                const std::vector<tensor_arg>& tensors, const std::vector<c10::Storage>& storages);
+void fill_stack(std::vector<c10::IValue>& s, c10::ArrayRef<arg_slot> slots,
+                c10::ArrayRef<tensor_arg> tensors, c10::ArrayRef<c10::Storage> storages);
 
 } // namespace dtr_torch

@@ -50,9 +50,9 @@ bool put_value(std::string& k, const c10::IValue& v) {
 
 std::optional<std::string> view_cache::key_of(const op_info& info,
                                               const std::vector<c10::IValue>& stack,
-                                              const std::vector<arg_slot>& slots,
-                                              const std::vector<tensor_arg>& tensors,
-                                              const std::vector<ref_ptr>& inputs) {
+                                              c10::ArrayRef<arg_slot> slots,
+                                              c10::ArrayRef<tensor_arg> tensors,
+                                              c10::ArrayRef<ref_ptr> inputs) {
     std::string k;
     k.reserve(160);
     put(k, &info); // one op_info per operator overload, for the life of the process

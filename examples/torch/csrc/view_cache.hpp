@@ -49,9 +49,9 @@ public:
     //! the key does not spell (then the call runs the view operator, uncached).
     static std::optional<std::string> key_of(const op_info& info,
                                              const std::vector<c10::IValue>& stack,
-                                             const std::vector<arg_slot>& slots,
-                                             const std::vector<tensor_arg>& tensors,
-                                             const std::vector<ref_ptr>& inputs);
+                                             c10::ArrayRef<arg_slot> slots,
+                                             c10::ArrayRef<tensor_arg> tensors,
+                                             c10::ArrayRef<ref_ptr> inputs);
 
     const view_results* find(const std::string& key) const {
         auto it = map_.find(key);
