@@ -619,7 +619,7 @@ void runtime<B, H>::call_impl(Op&& op, std::span<const tensor> inputs, std::size
 
     busy_scope busy(*this);
     reserve_tensor_nodes(outputs); // handing out the outputs after the run cannot fail
-    std::unique_ptr<op_t> record =
+    typename op_t::ptr record =
         exec_.record(std::forward<Op>(op), inputs, outputs, options, mutated_storages);
     const bool steps = options_.steps != step_learning::off;
     if (steps)
@@ -888,7 +888,7 @@ runtime<B, H>::~runtime() {
     // Handles dropped while deferred, and those captured by recipes, are orphans by now.
     release_.discard_deferred();
     for (detail::tensor_node* n : spare_nodes_) delete n;
-    graph_.ops.clear_and_dispose([](op_t* op) { delete op; });
+    graph_.ops.clear_and_dispose([](op_t* op) { op_t::destroy(op); });
     graph_.storages.clear_and_dispose([](storage_t* s) { delete s; });
 }
 

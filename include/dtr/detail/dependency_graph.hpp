@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 
 namespace dtr::detail {
 
@@ -92,30 +93,71 @@ struct version_slot {
 
 //! A recipe: the operator, its inputs and what it produced. Lives while at least one
 //! storage it produced is alive and still rematerializable from it (`live`).
+//! Made by op_node::make and freed by op_node::destroy (or its owning pointer, op_node::ptr):
+//! the record and its three arrays share one heap block, one allocation per call instead of
+//! up to four (the per-call path's cost is mostly allocations once nothing is evicted).
 template <class Backend, class Meta>
 struct op_node {
     using edge = input_edge<Backend, Meta>;
     using output = output_slot<Backend, Meta>;
     using version = version_slot<Backend, Meta>;
 
+    //! Frees a record made by make().
+    struct deleter {
+        void operator()(op_node* o) const noexcept { destroy(o); }
+    };
+    using ptr = std::unique_ptr<op_node, deleter>;
+
+    //! @brief A record for `f` with `inputs` edges, `outputs` output slots and `versions`
+    //! version slots, value-initialized, in one allocation.
+    //! @throws std::bad_alloc; whatever moving `f` into the record throws (nothing is leaked).
     template <class F>
-    op_node(F&& f, std::uint64_t id_, std::uint32_t inputs, std::uint32_t outputs,
-            std::uint32_t versions)
-        : fn(std::forward<F>(f)),
-          id(id_),
-          n_inputs(inputs),
-          n_outputs(outputs),
-          n_versions(versions),
-          in(array<edge>(inputs)),
-          out(array<output>(outputs)),
-          ver(array<version>(versions)) {}
+    static ptr make(F&& f, std::uint64_t id, std::uint32_t inputs, std::uint32_t outputs,
+                    std::uint32_t versions) {
+        static_assert(alignof(op_node) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__ &&
+                      alignof(edge) <= alignof(op_node) && alignof(output) <= alignof(op_node) &&
+                      alignof(version) <= alignof(op_node));
+        // Each array starts aligned: the sizes before it are multiples of its alignment.
+        static_assert(sizeof(op_node) % alignof(edge) == 0 && sizeof(edge) % alignof(output) == 0 &&
+                      sizeof(output) % alignof(version) == 0);
+        const layout l(inputs, outputs, versions);
+        std::byte* block = static_cast<std::byte*>(::operator new(l.total));
+        // An empty array is null (most records have no versions): nothing points past the
+        // block, which GCC's -Warray-bounds would otherwise flag where it cannot see the count.
+        auto* in0 = inputs == 0 ? nullptr : reinterpret_cast<edge*>(block + l.in);
+        std::uninitialized_value_construct_n(in0, inputs);
+        auto* out0 = outputs == 0 ? nullptr : reinterpret_cast<output*>(block + l.out);
+        std::uninitialized_value_construct_n(out0, outputs);
+        auto* ver0 = versions == 0 ? nullptr : reinterpret_cast<version*>(block + l.ver);
+        std::uninitialized_value_construct_n(ver0, versions);
+        try {
+            return ptr(::new (static_cast<void*>(block)) op_node(
+                std::forward<F>(f), id, inputs, outputs, versions, in0, out0, ver0));
+        } catch (...) {
+            destroy_arrays(in0, inputs, out0, outputs, ver0, versions);
+            ::operator delete(static_cast<void*>(block));
+            throw;
+        }
+    }
+
+    //! @brief Frees a record made by make() and its arrays.
+    static void destroy(op_node* o) noexcept {
+        if (o == nullptr) return;
+        destroy_arrays(o->in, o->n_inputs, o->out, o->n_outputs, o->ver, o->n_versions);
+        o->~op_node();
+        ::operator delete(static_cast<void*>(o));
+    }
+
+    op_node(const op_node&) = delete;
+    op_node& operator=(const op_node&) = delete;
 
     op_function<op_context<Backend>> fn;
     std::uint64_t id;
     std::uint32_t n_inputs, n_outputs, n_versions;
-    std::unique_ptr<edge[]> in;
-    std::unique_ptr<output[]> out;
-    std::unique_ptr<version[]> ver;
+    // The arrays, in the record's block; each null when empty.
+    edge* in;     //!< n_inputs edges
+    output* out;  //!< n_outputs slots
+    version* ver; //!< n_versions slots (most records have none)
     cost_t cost = 0;
     bool cost_supplied = false; //!< recomputations reuse `cost` instead of measuring
     //! restore_pins::planned: the restore whose plan walked this record (once per plan).
@@ -123,11 +165,38 @@ struct op_node {
     std::uint32_t live = 0; //!< storages alive whose recipe this is
     list_hook all_hook{};
 
-    template <class T>
-    static std::unique_ptr<T[]> array(std::uint32_t n) {
-        return n == 0 ? nullptr : std::make_unique<T[]>(n); // most records have no versions
+private:
+    //! Byte offsets of the arrays after the record, and the block's size.
+    struct layout {
+        std::size_t in, out, ver, total;
+        layout(std::uint32_t inputs, std::uint32_t outputs, std::uint32_t versions) noexcept
+            : in(sizeof(op_node)),
+              out(in + inputs * sizeof(edge)),
+              ver(out + outputs * sizeof(output)),
+              total(ver + versions * sizeof(version)) {}
+    };
+
+    template <class F>
+    op_node(F&& f, std::uint64_t id_, std::uint32_t inputs, std::uint32_t outputs,
+            std::uint32_t versions, edge* in_, output* out_, version* ver_)
+        : fn(std::forward<F>(f)),
+          id(id_),
+          n_inputs(inputs),
+          n_outputs(outputs),
+          n_versions(versions),
+          in(in_),
+          out(out_),
+          ver(ver_) {}
+    ~op_node() = default;
+
+    static void destroy_arrays(edge* in, std::uint32_t inputs, output* out, std::uint32_t outputs,
+                               version* ver, std::uint32_t versions) noexcept {
+        std::destroy_n(ver, versions);
+        std::destroy_n(out, outputs);
+        std::destroy_n(in, inputs);
     }
 
+public:
     //! Calls f(storage_record&) for each live storage this record is the recipe of.
     template <class F>
     void for_each_product(F&& f) const {
@@ -297,7 +366,7 @@ public:
     dependency_graph& operator=(const dependency_graph&) = delete;
     //! Frees every record left (the runtime has released their memory and handles).
     ~dependency_graph() {
-        ops.clear_and_dispose([](op* o) { delete o; });
+        ops.clear_and_dispose([](op* o) { op::destroy(o); });
         storages.clear_and_dispose([](storage* s) { delete s; });
     }
 
@@ -305,9 +374,9 @@ public:
     storage* new_storage(std::size_t bytes) { return new storage(next_storage_id_++, bytes); }
     //! A record for `f` with the next identifier, not registered yet.
     template <class F>
-    std::unique_ptr<op> new_op(F&& f, std::uint32_t inputs, std::uint32_t outputs,
-                               std::uint32_t versions) {
-        return std::make_unique<op>(std::forward<F>(f), next_op_id_++, inputs, outputs, versions);
+    typename op::ptr new_op(F&& f, std::uint32_t inputs, std::uint32_t outputs,
+                            std::uint32_t versions) {
+        return op::make(std::forward<F>(f), next_op_id_++, inputs, outputs, versions);
     }
 
     member_list<storage> storages; //!< resident or evicted

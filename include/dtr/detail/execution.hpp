@@ -48,8 +48,8 @@ public:
     //! @brief The record of a call of `f` on `inputs`; `mutated` lists the distinct
     //! storages the call mutates (each gets one new version), in order of first mention.
     template <class F>
-    std::unique_ptr<op> record(F&& f, std::span<const tensor> inputs, std::size_t outputs,
-                               const call_options& options, std::span<storage* const> mutated);
+    typename op::ptr record(F&& f, std::span<const tensor> inputs, std::size_t outputs,
+                            const call_options& options, std::span<storage* const> mutated);
 
     //! @brief Runs `o`, whose inputs are pinned: a first run (`remat` false, cost
     //! `supplied`, or measured and at most `ceiling`: runtime_options::repeat_costs) or a
@@ -71,7 +71,7 @@ public:
     //! @brief After a first run of `record`: hands out its outputs into `results`,
     //! unpins its inputs, keeps the record if a product needs it, and moves the mutated
     //! tensors (`mutated_nodes` under mutation_scope::tensor) to their new versions.
-    void commit(std::unique_ptr<op> record, tensor* results,
+    void commit(typename op::ptr record, tensor* results,
                 std::span<tensor_node* const> mutated_nodes);
 
     [[nodiscard]] bool running() const noexcept { return op_ != nullptr; }
@@ -142,8 +142,7 @@ template <class Rt, class Backend, class Meta>
 template <class F>
 auto execution<Rt, Backend, Meta>::record(F&& f, std::span<const tensor> inputs,
                                           std::size_t outputs, const call_options& options,
-                                          std::span<storage* const> mutated)
-    -> std::unique_ptr<op> {
+                                          std::span<storage* const> mutated) -> typename op::ptr {
     auto rec = rt_.graph_.new_op(std::forward<F>(f), static_cast<std::uint32_t>(inputs.size()),
                                  static_cast<std::uint32_t>(outputs),
                                  static_cast<std::uint32_t>(mutated.size()));
@@ -411,7 +410,7 @@ void execution<Rt, Backend, Meta>::discard(op& o, bool remat) noexcept {
 }
 
 template <class Rt, class Backend, class Meta>
-void execution<Rt, Backend, Meta>::commit(std::unique_ptr<op> record, tensor* results,
+void execution<Rt, Backend, Meta>::commit(typename op::ptr record, tensor* results,
                                           std::span<tensor_node* const> mutated_nodes) {
     op& rec = *record;
     // Hand out the outputs (this cannot fail: the runtime reserved their nodes).

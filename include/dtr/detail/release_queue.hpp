@@ -176,7 +176,7 @@ private:
             enqueue(e.storage); // a freed dependent may make it garbage, or safe to banish
         }
         rt_.graph_.ops.erase(rt_.graph_.ops.iterator_to(*o));
-        delete o; // may drop handles captured by the operator: deferred, we are busy
+        op::destroy(o); // may drop handles captured by the operator: deferred, we are busy
     }
 
     using base::rt_;
