@@ -145,8 +145,8 @@ private:
     bool writes_ = false;
     bool foreign_ = false;         //!< a tensor argument on another device
     bool foreign_written_ = false; //!< ... that the operator writes
-    c10::SmallVector<std::size_t, 2>
-        list_lengths_;                 //!< per return: tensors in a fresh Tensor[] result
+    //! Per return: the tensors in a fresh Tensor[] result.
+    c10::SmallVector<std::size_t, 2> list_lengths_;
     std::optional<std::size_t> n_out_; //!< count_fresh_outputs(), once counted
 };
 
