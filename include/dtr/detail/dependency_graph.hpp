@@ -95,7 +95,7 @@ struct version_slot {
 //! storage it produced is alive and still rematerializable from it (`live`).
 //! Made by op_node::make and freed by op_node::destroy (or its owning pointer, op_node::ptr):
 //! the record and its three arrays share one heap block, one allocation per call instead of
-//! up to four (the per-call path's cost is mostly allocations once nothing is evicted).
+//! up to four (allocations are much of a call's cost when nothing is evicted).
 template <class Backend, class Meta>
 struct op_node {
     using edge = input_edge<Backend, Meta>;
@@ -114,12 +114,9 @@ struct op_node {
     template <class F>
     static ptr make(F&& f, std::uint64_t id, std::uint32_t inputs, std::uint32_t outputs,
                     std::uint32_t versions) {
-        static_assert(alignof(op_node) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__ &&
-                      alignof(edge) <= alignof(op_node) && alignof(output) <= alignof(op_node) &&
-                      alignof(version) <= alignof(op_node));
-        // Each array starts aligned: the sizes before it are multiples of its alignment.
-        static_assert(sizeof(op_node) % alignof(edge) == 0 && sizeof(edge) % alignof(output) == 0 &&
-                      sizeof(output) % alignof(version) == 0);
+        constexpr std::size_t block_alignment = __STDCPP_DEFAULT_NEW_ALIGNMENT__;
+        static_assert(alignof(op_node) <= block_alignment && alignof(edge) <= block_alignment &&
+                      alignof(output) <= block_alignment && alignof(version) <= block_alignment);
         const layout l(inputs, outputs, versions);
         std::byte* block = static_cast<std::byte*>(::operator new(l.total));
         // An empty array is null (most records have no versions): nothing points past the
@@ -170,10 +167,15 @@ private:
     struct layout {
         std::size_t in, out, ver, total;
         layout(std::uint32_t inputs, std::uint32_t outputs, std::uint32_t versions) noexcept
-            : in(sizeof(op_node)),
-              out(in + inputs * sizeof(edge)),
-              ver(out + outputs * sizeof(output)),
+            : in(aligned<edge>(sizeof(op_node))),
+              out(aligned<output>(in + inputs * sizeof(edge))),
+              ver(aligned<version>(out + outputs * sizeof(output))),
               total(ver + versions * sizeof(version)) {}
+        //! `offset` rounded up to T's alignment.
+        template <class T>
+        static constexpr std::size_t aligned(std::size_t offset) noexcept {
+            return (offset + alignof(T) - 1) / alignof(T) * alignof(T);
+        }
     };
 
     template <class F>
