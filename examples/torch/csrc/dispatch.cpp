@@ -44,6 +44,15 @@ bool is_optional_tensor_list(const c10::TypePtr& type) {
     return type->kind() == c10::TypeKind::ListType && is_optional_tensor(type->containedType(0));
 }
 
+//! Whether a value of `type` can hold a tensor: a Tensor, or a container type whose elements,
+//! keys or values can (Tensor?[], Tensor[][], Dict[str, Tensor], ...).
+bool may_hold_tensors(const c10::TypePtr& type) {
+    if (type->kind() == c10::TypeKind::TensorType) return true;
+    for (const c10::TypePtr& t : type->containedTypes())
+        if (may_hold_tensors(t)) return true;
+    return false;
+}
+
 //! Calls `f` on every defined tensor in an argument value (nested lists included).
 template <class F>
 void for_each_tensor(const c10::IValue& v, F&& f) {
@@ -576,8 +585,9 @@ bool dispatcher_call::eager() {
     }
     if (!eager_constant) {
         for (const c10::IValue& v : s)
-            if (v.isTensor() || v.isTensorList())
+            for_each_tensor(v, [&](const at::Tensor&) {
                 unsupported(info_.name + " returned a tensor the bridge cannot classify");
+            });
         push_stack(s);
         return true;
     }
@@ -672,6 +682,11 @@ std::size_t dispatcher_call::count_fresh_outputs() {
             r_->fresh_returns.push_back(i);
             list_lengths_[i] = len;
             n_out += len;
+        } else if (may_hold_tensors(type)) {
+            // Tensors the runtime would have to manage inside another structure: refused,
+            // never handed out unmanaged or dropped.
+            unsupported(info_.name + " returns " + type->str() +
+                        ": the bridge manages results of type Tensor, Tensor? and Tensor[]");
         }
     }
     n_out_ = n_out;
@@ -773,7 +788,8 @@ void dispatcher_call::recorded() {
                                 ? c10::IValue(std::move(t))
                                 : c10::IValue());
         } else {
-            // an int or a float beside the tensors (None: a list the first run returned)
+            // a value beside the tensors (an int, a float, a list of them), as the first run
+            // returned it
             out_->push_back(i < r.other_returns.size() ? r.other_returns[i] : c10::IValue());
         }
     }

@@ -117,8 +117,10 @@ void recipe::run(context_t& ctx) {
     }
 
     if (!ran) {
+        // The returns that are not results (the schema's other types: count_fresh_outputs
+        // refused those that can hold tensors), kept for the call to hand back.
         for (std::size_t i = 0; i < s.size(); ++i)
-            if (!s[i].isTensor() && !s[i].isTensorList() && !s[i].isList()) {
+            if (!s[i].isTensor() && !s[i].isTensorList() && !s[i].isNone()) {
                 if (other_returns.empty()) other_returns.resize(s.size());
                 other_returns[i] = s[i];
             }

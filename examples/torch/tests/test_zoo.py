@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Operator zoo: views, in-place operators, multi-output and tuple-returning operators,
 data-dependent sizes, .item() control flow, printing and .numpy(), random operators
-recomputed after eviction, and clear errors for what the bridge does not support. Every
-value is compared with plain PyTorch bit for bit."""
+recomputed after eviction, a library's operators with values beside their tensors, and clear
+errors for what the bridge does not support. Every value is compared with plain PyTorch bit
+for bit."""
 
 import sys
 
@@ -169,6 +170,33 @@ def test_unsupported():
         raise AssertionError("resize_ must be refused")
 
 
+def test_custom_operator_returns():
+    """A library's operator that returns values beside its tensor (an int list, a float)
+    hands them back as plain PyTorch does, also once its tensor was evicted and recomputed;
+    one that returns tensors inside another structure (Tensor?[]) is refused, named."""
+    lib = torch.library.Library("dtr_zoo", "DEF")
+    lib.define("scaled_with_shape(Tensor x) -> (Tensor, int[], float)")
+    lib.define("optional_pair(Tensor x) -> Tensor?[]")
+    lib.impl("scaled_with_shape", lambda x: (x * 2, list(x.shape), float(x.sum())), "CPU")
+    lib.impl("optional_pair", lambda x: [x + 1, None], "CPU")
+    x = torch.arange(12.0).view(3, 4)
+    ref = torch.ops.dtr_zoo.scaled_with_shape(x)
+    rt = dtr_torch.Runtime()
+    with rt:
+        got = torch.ops.dtr_zoo.scaled_with_shape(x * 1)
+        assert isinstance(got[0], dtr_torch.DTRTensor), "the tensor result is not managed"
+        assert got[1] == [3, 4] and got[2] == ref[2], f"values beside the tensor: {got[1:]}"
+        rt.evict(got[0])
+        assert torch.equal(dtr_torch.materialize(got[0]), ref[0]), "recomputed result differs"
+        try:
+            torch.ops.dtr_zoo.optional_pair(x * 1)
+        except RuntimeError as e:
+            assert "unsupported" in str(e) and "optional_pair" in str(e) and "Tensor?[]" in str(e), e
+        else:
+            raise AssertionError("tensors returned inside a Tensor?[] must be refused")
+    print("custom operators: values beside the tensor kept, Tensor?[] refused")
+
+
 def test_inplace_views():
     """Sizes and strides changed in place (GRU's transpose_, squeeze_, as_strided_) on managed
     and plain tensors alike, as in plain PyTorch."""
@@ -293,6 +321,7 @@ def main():
     test_printing_numpy()
     test_views_share_storage()
     test_unsupported()
+    test_custom_operator_returns()
     test_inplace_views()
     test_inplace_constants_and_promotion()
     test_collective_single_process()
