@@ -241,6 +241,87 @@ TEST_CASE_TEMPLATE("with the forecast, of two storages alike the one read later 
     CHECK(rt.stats().forecast_calls == 15);
 }
 
+TEST_CASE("with the forecast, a need below a long evicted chain is seen") {
+    // s and t are alike (100 bytes, cost 1), t read after the chain's end c60, which is
+    // computed from s through 60 storages of 1 byte, all evicted. To read c60 the runtime
+    // recomputes the chain from s: s is needed then, before t's read, so t is the victim
+    // when a temporary needs room for one of them. (A need walk of 32 visits did not reach
+    // c60: s looked used never and went first, and the chain's restore then recomputed s.)
+    constexpr std::size_t s_bytes = 100, links = 60;
+    next_use_runtime rt({.budget = 8 + 3 * s_bytes - 1, // x, s, t and tmp: one too many
+                         .dealloc = dtr::dealloc_policy::eager_evict});
+    dtr::tensor x = rt.constant(8, dtr_test::fill_with(1));
+    std::vector<bool> s_kept, t_kept;
+    std::vector<unsigned> reads;
+    for (int step = 0; step < 4; ++step) {
+        rt.begin_step();
+        auto s = rt.call(make_op{s_bytes}, {x}, {.cost = 1.0});
+        std::vector<dtr::tensor> chain{s};
+        for (std::size_t i = 0; i < links; ++i)
+            chain.push_back(rt.call(make_op{1}, {chain.back()}, {.cost = 1.0}));
+        for (std::size_t i = 1; i < chain.size(); ++i) REQUIRE(rt.evict(chain[i]));
+        auto t = rt.call(make_op{s_bytes + 1}, {x}, {.cost = 1.0});
+        {
+            auto tmp = rt.call(make_op{s_bytes - 1}, {x}, {.cost = 1.0}); // s or t goes
+            s_kept.push_back(rt.is_resident(s));
+            t_kept.push_back(rt.is_resident(t));
+        }
+        for (const dtr::tensor* read : {&chain.back(), &t}) {
+            auto r = rt.call(make_op{2}, {*read}, {.cost = 1.0});
+            const auto pinned = rt.pin(r);
+            reads.push_back(dtr_test::u8(pinned.data().data()[0]));
+        }
+    }
+    for (int step = 1; step < 4; ++step) {
+        CAPTURE(step);
+        CHECK(s_kept[static_cast<std::size_t>(step)]);
+        CHECK_FALSE(t_kept[static_cast<std::size_t>(step)]);
+    }
+    for (std::size_t i = 2; i < reads.size(); ++i) CHECK(reads[i] == reads[i % 2]);
+    CHECK(rt.stats().forecast_calls > 0);
+    rt.check_invariants();
+}
+
+TEST_CASE("with the forecast, a small input of a large storage read later is kept") {
+    // g (4 bytes, cost 50) is read once, to make y (1,000 bytes, cost 100), which the step
+    // holds and reads at its end, as a weight gradient is. o (8 bytes, cost 0.5) is also
+    // read at the end. The first temporary needs room for one small storage: g, which the
+    // step never reads again, would be the cheapest victim, but the second temporary then
+    // evicts y, and recomputing y at the end needs g too (150). The forecast keeps g as
+    // y's input and evicts o instead: recomputing o and y costs 100.5.
+    dtr::runtime<dtr::host_backend, h::dtr_next_use> rt(
+        {.budget = 1025, .dealloc = dtr::dealloc_policy::eager_evict});
+    dtr::tensor x = rt.constant(8, dtr_test::fill_with(1));
+    std::vector<bool> g_kept;
+    std::vector<double> remat;
+    std::vector<unsigned> reads;
+    for (int step = 0; step < 4; ++step) {
+        rt.begin_step();
+        const double before = rt.stats().remat_cost;
+        auto g = rt.call(make_op{4}, {x}, {.cost = 50.0});
+        auto y = rt.call(make_op{1000}, {g}, {.cost = 100.0});
+        auto o = rt.call(make_op{8}, {x}, {.cost = 0.5});
+        {
+            auto tmp = rt.call(make_op{6}, {x}, {.cost = 1.0}); // g or o goes
+            g_kept.push_back(rt.is_resident(g));
+        }
+        { auto tmp = rt.call(make_op{1000}, {x}, {.cost = 1.0}); } // y goes
+        for (const dtr::tensor* read : {&o, &y}) {
+            auto r = rt.call(make_op{2}, {*read}, {.cost = 1.0});
+            const auto pinned = rt.pin(r);
+            reads.push_back(dtr_test::u8(pinned.data().data()[0]));
+        }
+        remat.push_back(rt.stats().remat_cost - before);
+    }
+    for (std::size_t step = 1; step < 4; ++step) {
+        CAPTURE(step);
+        CHECK(g_kept[step]);
+        CHECK(remat[step] == doctest::Approx(100.5));
+    }
+    for (std::size_t i = 2; i < reads.size(); ++i) CHECK(reads[i] == reads[i % 2]);
+    rt.check_invariants();
+}
+
 namespace {
 
 //! A policy the forecast misleads: with one it evicts the storage read soonest (Belady's
