@@ -69,7 +69,7 @@ public:
     //! the walk missed needs below longer evicted chains (InceptionV4 at 0.15 of its peak
     //! then loses its second step); a walk stops early once its partial score is above the
     //! scan's best, so most cost far less.
-    static constexpr std::size_t need_walk_limit = 256;
+    static constexpr std::size_t need_walk_limit = 64;
     //! A storage the known future neither reads nor needs is still kept as needed where it
     //! is an input of a resident storage the program holds and reads later that is at least
     //! this many times its size (see guarding_input).
@@ -173,7 +173,7 @@ private:
         // lowest score s can get: a use found within the known future (at most two steps
         // away) only raises it. Where even that is above the bound, s cannot win, and its
         // walks are skipped: once the scan has found a storage used never, the others cost
-        // one access each, not up to 384 (the PyTorch bridge's TreeLSTM, whose resident
+        // one access each, not up to 192 (the PyTorch bridge's TreeLSTM, whose resident
         // storages sit above long dead evicted chains).
         const double used_never = numerator / (bytes * unused_steps * f.step_time());
         if (f.step_time() > 0 && used_never > bound) return used_never;
