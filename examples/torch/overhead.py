@@ -17,9 +17,16 @@ With --passthrough a third copy steps under a TorchDispatchMode that only calls 
 (PyTorch's own mode machinery and nothing of the bridge), interleaved with the other two: the
 part of the bridge's overhead that any dispatch-mode integration pays on this PyTorch, and
 the part that is the bridge's own (its ratio to the pass-through steps).
+
+With --alone plain (or bridge) only that copy steps, 1 + --pairs times, and the median step
+time is printed: run each in its own process to compare them as a user's separate runs do.
+The interleaved plain steps share one heap with the bridged copy; a process of plain PyTorch
+alone can be slower on CPU, where glibc gives freed memory back and faults it in again
+(examples/torch/results/overhead/plain-heap/).
 """
 
 import argparse
+import contextlib
 import statistics
 import sys
 import time
@@ -50,7 +57,11 @@ def main():
     p.add_argument("--offload-bandwidth", type=float, default=None, metavar="BYTES_PER_S")
     p.add_argument("--passthrough", action="store_true",
                    help="also step a copy under a pass-through TorchDispatchMode")
+    p.add_argument("--alone", choices=("plain", "bridge"), default=None,
+                   help="step only this copy (no pairs, no ratio): the median step time")
     a = p.parse_args()
+    if a.alone is not None and (a.passthrough or a.ratio < 1.0):
+        p.error("--alone measures one copy at ratio 1.0, without --passthrough")
     if a.host_memory is not None and a.host_memory <= 0:
         p.error("--host-memory must be positive")
     if a.offload_bandwidth is not None and (a.host_memory is None or not a.offload_bandwidth > 0):
@@ -86,6 +97,8 @@ def main():
         print(f"unlimited runtime peak over {a.ref_steps} steps {peak / 2**20:.1f} MiB; budget "
               f"{a.ratio} x that = {budget / 2**20:.1f} MiB; heuristic {a.heuristic}, cost clock "
               f"{a.cost_clock}, park released {a.park_released}, restore {a.restore}", flush=True)
+    if a.alone is not None:
+        return alone(a, setup)
     plain, bridged = setup(), setup()
     through = setup() if a.passthrough else None
     tier = {}
@@ -180,6 +193,28 @@ def main():
               f"the bridge's CPU x pass-through {statistics.median(own_cpu):.3f}; {PassThrough.ops} "
               f"operators a step: the mode machinery {mode_us:.1f} us CPU an operator, the bridge's "
               f"own work {own_us:.1f} us")
+    return 0
+
+
+def alone(a, setup):
+    """--alone: 1 + a.pairs steps of one copy in this process; prints each step and the median."""
+    m, inputs, loss_fn, opt = setup()
+
+    def step():
+        t0, c0 = time.perf_counter(), time.thread_time()
+        opt.zero_grad(set_to_none=True)
+        loss_fn(m(*inputs)).backward()
+        opt.step()
+        return time.perf_counter() - t0, time.thread_time() - c0
+
+    rt = dtr_torch.Runtime(heuristic=a.heuristic, cost_clock=a.cost_clock) if a.alone == "bridge" else None
+    with rt if rt is not None else contextlib.nullcontext():
+        step()  # warm-up
+        times = [step() for _ in range(a.pairs)]
+    wall = statistics.median(t for t, _ in times)
+    cpu = statistics.median(c for _, c in times)
+    print(f"{a.model} batch {a.batch}, {a.alone} alone: steps (CPU ms) "
+          f"{[round(c * 1e3, 1) for _, c in times]}; median {wall * 1e3:.1f} ms (CPU {cpu * 1e3:.1f})")
     return 0
 
 

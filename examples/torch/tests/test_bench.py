@@ -94,6 +94,9 @@ def main():
         # interleaved, and configurations side by side (the release modes among them)
         out = script("overhead.py", "--model", f"{f}:make", "--batch", "4", "--pairs", "2", "--ratio", "0.8")
         assert "bit-identical after 3 steps: True" in out, out
+        for copy in ("plain", "bridge"):  # one copy alone, as a separate run measures it
+            out = script("overhead.py", "--model", f"{f}:make", "--batch", "4", "--pairs", "2", "--alone", copy)
+            assert f"{copy} alone: steps (CPU ms)" in out and "median" in out, out
         out = script("compare_configs.py", "--model", f"{f}:make", "--batch", "4", "--steps", "3",
                      "--ratios", "0.8", "--rounds", "1", "--config", "off:--park-released off",
                      "--config", "following:--park-released following", "--json", j)
