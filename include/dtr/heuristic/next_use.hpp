@@ -67,8 +67,9 @@ public:
     //! Evicted storages visited below a storage to find when it is needed for a restore:
     //! the bound keeps a score's cost constant (docs/heuristics.md, "dtr_next_use"). At 32
     //! the walk missed needs below longer evicted chains (InceptionV4 at 0.15 of its peak
-    //! then loses its second step); a walk stops early once its partial score is above the
-    //! scan's best, so most cost far less.
+    //! then lost its second step). A walk that finds a read stops once its partial score is
+    //! above the scan's best; one that finds none runs to the limit (the exhaustive scan's
+    //! restore of a 10^6-long evicted chain: 0.5 s at 32, 1.0 s at 64, 3.0 s at 256).
     static constexpr std::size_t need_walk_limit = 64;
     //! A storage the known future neither reads nor needs is still kept as needed where it
     //! is an input of a resident storage the program holds and reads later that is at least
