@@ -289,8 +289,7 @@ TEST_CASE("with the forecast, a small input of a large storage read later is kep
     // step never reads again, would be the cheapest victim, but the second temporary then
     // evicts y, and recomputing y at the end needs g too (150). The forecast keeps g as
     // y's input and evicts o instead: recomputing o and y costs 100.5.
-    dtr::runtime<dtr::host_backend, h::dtr_next_use> rt(
-        {.budget = 1025, .dealloc = dtr::dealloc_policy::eager_evict});
+    next_use_runtime rt({.budget = 1025, .dealloc = dtr::dealloc_policy::eager_evict});
     dtr::tensor x = rt.constant(8, dtr_test::fill_with(1));
     std::vector<bool> g_kept;
     std::vector<double> remat;
