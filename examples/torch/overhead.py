@@ -97,10 +97,6 @@ def main():
         print(f"unlimited runtime peak over {a.ref_steps} steps {peak / 2**20:.1f} MiB; budget "
               f"{a.ratio} x that = {budget / 2**20:.1f} MiB; heuristic {a.heuristic}, cost clock "
               f"{a.cost_clock}, park released {a.park_released}, restore {a.restore}", flush=True)
-    if a.alone is not None:
-        return alone(a, setup)
-    plain, bridged = setup(), setup()
-    through = setup() if a.passthrough else None
     tier = {}
     if a.host_memory is not None:
         tier["host_memory"] = a.host_memory
@@ -120,6 +116,11 @@ def main():
         elapsed = time.perf_counter() - t0, time.thread_time() - c0
         rng[id(s)] = torch.get_rng_state()
         return elapsed
+
+    if a.alone is not None:
+        return alone(a, step, setup(), rt)
+    plain, bridged = setup(), setup()
+    through = setup() if a.passthrough else None
 
     from dtr_torch._bridge import _ext, outside
 
@@ -196,21 +197,12 @@ def main():
     return 0
 
 
-def alone(a, setup):
-    """--alone: 1 + a.pairs steps of one copy in this process; prints each step and the median."""
-    m, inputs, loss_fn, opt = setup()
-
-    def step():
-        t0, c0 = time.perf_counter(), time.thread_time()
-        opt.zero_grad(set_to_none=True)
-        loss_fn(m(*inputs)).backward()
-        opt.step()
-        return time.perf_counter() - t0, time.thread_time() - c0
-
-    rt = dtr_torch.Runtime(heuristic=a.heuristic, cost_clock=a.cost_clock) if a.alone == "bridge" else None
-    with rt if rt is not None else contextlib.nullcontext():
-        step()  # warm-up
-        times = [step() for _ in range(a.pairs)]
+def alone(a, step, copy, rt):
+    """--alone: 1 + a.pairs steps of `copy` by `step`, inside `rt` for the bridge; prints each
+    step and the median."""
+    with rt if a.alone == "bridge" else contextlib.nullcontext():
+        step(copy)  # warm-up
+        times = [step(copy) for _ in range(a.pairs)]
     wall = statistics.median(t for t, _ in times)
     cpu = statistics.median(c for _, c in times)
     print(f"{a.model} batch {a.batch}, {a.alone} alone: steps (CPU ms) "
