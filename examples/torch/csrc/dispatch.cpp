@@ -17,6 +17,7 @@
 #include "bridge_key.hpp"
 #include "errors.hpp"
 #include "profile.hpp"
+#include "recipe.hpp"
 #include "view_cache.hpp"
 
 #include <ATen/ATen.h>
@@ -585,9 +586,9 @@ bool dispatcher_call::eager() {
     }
     if (!eager_constant) {
         for (const c10::IValue& v : s)
-            for_each_tensor(v, [&](const at::Tensor&) {
-                unsupported(info_.name + " returned a tensor the bridge cannot classify");
-            });
+            if (holds_tensor(v))
+                unsupported(info_.name + " returned a tensor the bridge cannot classify (in a " +
+                            v.tagKind() + ")");
         push_stack(s);
         return true;
     }
@@ -616,6 +617,9 @@ bool dispatcher_call::eager() {
             for (const at::Tensor& t : v.toTensorVector()) l.push_back(constant_of(t));
             out_->push_back(std::move(l));
         } else {
+            if (holds_tensor(v))
+                unsupported(info_.name + " returned a tensor the bridge cannot classify (in a " +
+                            v.tagKind() + ")");
             out_->push_back(std::move(v));
         }
     }

@@ -10,6 +10,7 @@
 #include <c10/core/GradMode.h>
 #include <c10/core/TensorImpl.h>
 
+#include <algorithm>
 #include <string>
 
 namespace dtr_torch {
@@ -27,6 +28,26 @@ at::Tensor tensor_on(const c10::Storage& storage, const geometry& g) {
                                                             c10::scalarTypeToTypeMeta(g.dtype));
     t.unsafeGetTensorImpl()->set_sizes_and_strides(g.sizes, g.strides, g.offset);
     return t;
+}
+
+bool holds_tensor(const c10::IValue& v) {
+    if (v.isTensor()) return v.toTensor().defined();
+    if (v.isTensorList()) {
+        for (const at::Tensor& t : v.toTensorVector())
+            if (t.defined()) return true;
+    } else if (v.isList()) {
+        for (const c10::IValue& e : v.toListRef())
+            if (holds_tensor(e)) return true;
+    } else if (v.isTuple()) {
+        const c10::ivalue::Tuple& tuple = v.toTupleRef();
+        for (const c10::IValue& e : tuple.elements())
+            if (holds_tensor(e)) return true;
+    } else if (v.isGenericDict()) {
+        const c10::Dict<c10::IValue, c10::IValue> dict = v.toGenericDict();
+        for (const auto& kv : dict)
+            if (holds_tensor(kv.key()) || holds_tensor(kv.value())) return true;
+    }
+    return false;
 }
 
 void fill_stack(std::vector<c10::IValue>& s, c10::ArrayRef<arg_slot> slots,
@@ -117,13 +138,25 @@ void recipe::run(context_t& ctx) {
     }
 
     if (!ran) {
-        // The returns that are not results (the schema's other types: count_fresh_outputs
-        // refused those that can hold tensors), kept for the call to hand back.
-        for (std::size_t i = 0; i < s.size(); ++i)
-            if (!s[i].isTensor() && !s[i].isTensorList() && !s[i].isNone()) {
-                if (other_returns.empty()) other_returns.resize(s.size());
-                other_returns[i] = s[i];
-            }
+        // The returns that are neither results nor written arguments (the schema's other
+        // types: count_fresh_outputs refused those whose type can hold tensors), kept for the
+        // call to hand back. A type that names no tensor but can be anything (Any, a type
+        // variable) is checked by value: a tensor inside would leave unmanaged, outside the
+        // budget, or be lost.
+        const auto& rets = op->schema().returns();
+        for (std::size_t i = 0; i < s.size() && i < rets.size(); ++i) {
+            if (std::find(fresh_returns.begin(), fresh_returns.end(), i) != fresh_returns.end())
+                continue;
+            const c10::AliasInfo* alias = rets[i].alias_info();
+            if (alias != nullptr && alias->isWrite()) continue;
+            if (holds_tensor(s[i]))
+                unsupported(op->schema().name() + " returned a tensor inside a value of type " +
+                            s[i].tagKind() +
+                            ": the bridge manages results of type Tensor, Tensor? and Tensor[]");
+            if (s[i].isNone()) continue;
+            if (other_returns.empty()) other_returns.resize(s.size());
+            other_returns[i] = s[i];
+        }
     }
 
     // Outputs, in return order; undefined results still occupy an (empty) output.

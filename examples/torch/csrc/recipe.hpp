@@ -50,6 +50,11 @@ c10::Storage borrowed_storage(const void* data, std::size_t bytes, c10::Device d
 //! A plain tensor with geometry `g` on `storage`.
 at::Tensor tensor_on(const c10::Storage& storage, const geometry& g);
 
+//! Whether a value holds a defined tensor anywhere inside it (lists, tuples, dicts, nested): an
+//! operator's return that is not one of its tensor results must not, or that tensor would
+//! leave the bridge unmanaged.
+bool holds_tensor(const c10::IValue& v);
+
 //! Where a tensor argument lives in the boxed stack.
 struct arg_slot {
     enum kind_t : std::uint8_t { tensor, optional_tensor, tensor_list, optional_tensor_list } kind;

@@ -173,12 +173,19 @@ def test_unsupported():
 def test_custom_operator_returns():
     """A library's operator that returns values beside its tensor (an int list, a float)
     hands them back as plain PyTorch does, also once its tensor was evicted and recomputed;
-    one that returns tensors inside another structure (Tensor?[]) is refused, named."""
+    one that returns tensors inside another structure (Tensor?[], or a value of type Any) is
+    refused, named."""
     lib = torch.library.Library("dtr_zoo", "DEF")
     lib.define("scaled_with_shape(Tensor x) -> (Tensor, int[], float)")
     lib.define("optional_pair(Tensor x) -> Tensor?[]")
+    lib.define("numel_any(Tensor x) -> Any")
+    lib.define("pair_any(Tensor x) -> Any")
     lib.impl("scaled_with_shape", lambda x: (x * 2, list(x.shape), float(x.sum())), "CPU")
     lib.impl("optional_pair", lambda x: [x + 1, None], "CPU")
+    lib.impl("numel_any", lambda x: x.numel(), "CPU")
+    lib.define("scaled_and_any(Tensor x) -> (Tensor, Any)")
+    lib.impl("pair_any", lambda x: (x + 1, 3), "CPU")
+    lib.impl("scaled_and_any", lambda x: (x * 2, [x.sum()]), "CPU")
     x = torch.arange(12.0).view(3, 4)
     ref = torch.ops.dtr_zoo.scaled_with_shape(x)
     rt = dtr_torch.Runtime()
@@ -194,7 +201,20 @@ def test_custom_operator_returns():
             assert "unsupported" in str(e) and "optional_pair" in str(e) and "Tensor?[]" in str(e), e
         else:
             raise AssertionError("tensors returned inside a Tensor?[] must be refused")
-    print("custom operators: values beside the tensor kept, Tensor?[] refused")
+        assert torch.ops.dtr_zoo.numel_any(x * 1) == 12, "an Any holding no tensor is kept"
+        try:
+            torch.ops.dtr_zoo.pair_any(x * 1)
+        except RuntimeError as e:
+            assert "unsupported" in str(e) and "pair_any" in str(e) and "Tuple" in str(e), e
+        else:
+            raise AssertionError("a tensor returned inside an Any must be refused")
+        try:  # beside a tensor result: the recorded path
+            torch.ops.dtr_zoo.scaled_and_any(x * 1)
+        except RuntimeError as e:
+            assert "unsupported" in str(e) and "scaled_and_any" in str(e) and "List" in str(e), e
+        else:
+            raise AssertionError("a tensor returned inside an Any must be refused")
+    print("custom operators: values beside the tensor kept, Tensor?[] and tensors in Any refused")
 
 
 def test_inplace_views():
