@@ -17,6 +17,7 @@
 #include <dtr/backend/sim.hpp>
 #include <dtr/heuristic/dtr_local.hpp>
 #include <dtr/heuristic/lru.hpp>
+#include <dtr/memory_report.hpp>
 #include <dtr/runtime.hpp>
 
 #include <doctest/doctest.h>
@@ -110,6 +111,20 @@ struct interleaved_region {
 };
 
 } // namespace
+
+TEST_CASE("region_bytes: a request rounded up to the region's unit, saturating") {
+    using dtr::detail::region_bytes;
+    constexpr std::size_t max = std::numeric_limits<std::size_t>::max();
+    CHECK(region_bytes(0, 256) == 256); // a zero-byte request takes a unit
+    CHECK(region_bytes(1, 256) == 256);
+    CHECK(region_bytes(256, 256) == 256);
+    CHECK(region_bytes(257, 256) == 512);
+    CHECK(region_bytes(7, 0) == 7); // no unit: as asked
+    CHECK(region_bytes(0, 0) == 1);
+    CHECK(region_bytes(max, 256) == max); // cannot round up: above every capacity
+    CHECK(region_bytes(max - 10, 256) == max);
+    CHECK(region_bytes(max - 255, 256) == max - 255); // already a multiple (max + 1 is)
+}
 
 TEST_CASE("cheapest_window: lowest total score among wall-free runs that span the request") {
     // [free 64][a 64, 5][b 64, 1][wall 64][c 64, 2][d 64, 2][free 64]

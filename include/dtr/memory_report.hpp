@@ -14,6 +14,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
 
 namespace dtr {
@@ -66,5 +67,23 @@ template <class Arena>
     r.refusals = refusals;
     return r;
 }
+
+namespace detail {
+
+//! Returns: the bytes a region laid out in units of `alignment` gives a request of
+//! `bytes` (what memory_report counts): rounded up to a multiple of the unit, a zero-byte
+//! request taking one unit (an alignment of 0 counts as 1); the largest size_t where that
+//! does not fit in one, so that it compares above every capacity.
+[[nodiscard]] constexpr std::size_t region_bytes(std::size_t bytes,
+                                                 std::size_t alignment) noexcept {
+    const std::size_t unit = alignment == 0 ? 1 : alignment;
+    if (bytes == 0) return unit;
+    const std::size_t short_of = (unit - bytes % unit) % unit;
+    return bytes > std::numeric_limits<std::size_t>::max() - short_of
+               ? std::numeric_limits<std::size_t>::max()
+               : bytes + short_of;
+}
+
+} // namespace detail
 
 } // namespace dtr

@@ -218,9 +218,7 @@ bool budgeted_memory<Rt, Backend, Meta>::beyond_region(std::size_t bytes) const 
     if constexpr (reports_memory<Backend>) {
         const std::optional<memory_report> m = rt_.backend_.memory_info();
         if (!m) return false;
-        const std::size_t a = std::max<std::size_t>(m->alignment, 1);
-        // Rounded up as the region would (a zero-byte request takes a unit), without overflow.
-        return bytes > m->capacity || (bytes == 0 ? a : (bytes + a - 1) / a * a) > m->capacity;
+        return region_bytes(bytes, m->alignment) > m->capacity;
     } else {
         (void)bytes;
         return false;
@@ -278,9 +276,7 @@ void budgeted_memory<Rt, Backend, Meta>::throw_out_of_memory(std::size_t bytes,
                                   }());
     std::optional<memory_report> m;
     if constexpr (reports_memory<Backend>) m = rt_.backend_.memory_info();
-    // The region rounds requests up to its alignment (a zero-byte one takes a unit).
-    const std::size_t a = m ? std::max<std::size_t>(m->alignment, 1) : 1;
-    const std::size_t need = bytes == 0 ? a : bytes + (a - bytes % a) % a;
+    const std::size_t need = region_bytes(bytes, m ? m->alignment : 1);
     std::ostringstream msg;
     msg << "dtr: out of memory: cannot allocate " << bytes << " bytes";
     if (copied_back != nullptr)
@@ -328,7 +324,7 @@ void budgeted_memory<Rt, Backend, Meta>::throw_out_of_memory(std::size_t bytes,
             << ", largest free block " << m->largest_free << " bytes, fragmentation "
             << 100.0 * m->fragmentation() << "%";
         msg.precision(old_precision);
-        if (why == refusal::backend && need >= bytes && m->largest_free < need && m->free >= need)
+        if (why == refusal::backend && m->largest_free < need && m->free >= need)
             msg << " (the free bytes would hold the " << need
                 << " bytes needed, but no contiguous block does: fragmentation)";
     }

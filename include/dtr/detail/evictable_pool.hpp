@@ -10,6 +10,7 @@
 #include <dtr/concepts.hpp>
 #include <dtr/deferred_cost.hpp>
 #include <dtr/detail/dependency_graph.hpp>
+#include <dtr/memory_report.hpp>
 #include <dtr/offload.hpp>
 #include <dtr/options.hpp>
 #include <dtr/search/detail/forwarding.hpp>
@@ -312,9 +313,8 @@ auto evictable_pool<Rt, Backend, Meta>::evict_window(std::size_t bytes) -> windo
         // Scores read costs: fold in every measurement that has finished (never waits).
         if constexpr (deferred_costs<Backend>) rt_.costs_.collect(cost_collection::ready);
         const auto start = std::chrono::steady_clock::now();
-        const std::size_t a = std::max<std::size_t>(backend.layout_alignment(), 1);
-        if (bytes > std::numeric_limits<std::size_t>::max() - a) return window_outcome::none;
-        const std::size_t need = bytes == 0 ? a : (bytes + a - 1) / a * a;
+        const std::size_t need = region_bytes(bytes, backend.layout_alignment());
+        if (need == std::numeric_limits<std::size_t>::max()) return window_outcome::none;
         // Only pool members may go; every other live block (pinned, constant, without a
         // recipe, a buffer of the running operator) is a wall. The pool is small next to
         // the region's blocks, so it is sorted by address here rather than indexed always.

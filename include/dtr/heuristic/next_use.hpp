@@ -37,7 +37,7 @@ namespace dtr::heuristics {
 //! one used later goes first, and one neither read nor needed again in the known future
 //! goes before both; a storage the running call reads is pinned, never a victim. One
 //! exception to "used never": a small input of a far larger storage the program holds and
-//! reads later is scored as needed at that read (guarding_input).
+//! reads later is scored as needed at that read (guarded_input_ratio).
 //!
 //! Without a forecast for t (no step recorded, the program has just left it, or t was last
 //! touched before it was learned) the score is the online policy's own, staleness included:
@@ -71,9 +71,16 @@ public:
     //! above the scan's best; one that finds none runs to the limit (the exhaustive scan's
     //! restore of a 10^6-long evicted chain: 0.5 s at 32, 1.0 s at 64, 3.0 s at 256).
     static constexpr std::size_t need_walk_limit = 64;
-    //! A storage the known future neither reads nor needs is still kept as needed where it
-    //! is an input of a resident storage the program holds and reads later that is at least
-    //! this many times its size (see guarding_input).
+    //! A storage s the known future neither reads nor needs is still scored as needed at the
+    //! next read of a resident storage the program holds that was computed from s and is at
+    //! least this many times its size (the earliest such read). That storage, if evicted
+    //! before its read, is recomputed from s: with s evicted first as used never, the
+    //! recomputation would run through s and its evicted ancestors too. Kept, s holds little
+    //! memory next to what it guards. (The recorded VGG-11 step: the 1.6 MB input of the
+    //! 411 MB fc6 weight gradient, which the step holds to its end; evicted as used never, the
+    //! gradient's recomputation at the end ran the whole forward pass again: 1.47x at 0.9 of
+    //! the peak, 1.04x with it kept.) The need walk finds such reads on its first level, among
+    //! the resident children it passes over anyway.
     static constexpr double guarded_input_ratio = 128;
     //! Evicted ancestors visited to price a storage's recomputation.
     static constexpr std::size_t cost_walk_limit = 128;
@@ -158,8 +165,8 @@ private:
     //! The score with a forecast: `d` >= 0 is the time until s is next read. It is used
     //! earlier when an evicted storage recomputed from it is read first (it must be resident
     //! to restore that one): the walk down the evicted storages below s, at most
-    //! need_walk_limit visits, finds the earliest; where it finds none, guarding_input may
-    //! give s the read of a storage it guards. The numerator is the cost of s and of the
+    //! need_walk_limit visits, finds the earliest; where it finds none, s may get the read
+    //! of a storage it guards (guarded_input_ratio). The numerator is the cost of s and of the
     //! evicted ancestors its recomputation needs (the walk up, at most cost_walk_limit
     //! visits). Both walks stop once the partial score is above `bound`.
     template <class Storage>
@@ -188,16 +195,28 @@ private:
         };
         if (d >= 0 && partial() > bound) return partial();
         bool cut = false;
-        walk<false>(s, ctx, need_walk_limit, [&](const auto& c) {
-            const double read = f.time_to_next_read(c);
-            if (read >= 0 && (d < 0 || read < d)) {
-                d = read;
-                cut = partial() > bound;
-            }
-            return !cut;
-        });
+        // The guarded read (guarded_input_ratio): the earliest read of a resident child of s
+        // held by the program and guarded_input_ratio times its size, met on the walk's
+        // first level.
+        const double guarding_size = bytes * guarded_input_ratio;
+        double guarded = -1;
+        walk<false>(
+            s, ctx, need_walk_limit,
+            [&](const auto& c) {
+                const double read = f.time_to_next_read(c);
+                if (read >= 0 && (d < 0 || read < d)) {
+                    d = read;
+                    cut = partial() > bound;
+                }
+                return !cut;
+            },
+            [&](const auto& c) {
+                if (c.handle_count() == 0 || static_cast<double>(c.size()) < guarding_size) return;
+                const double read = f.time_to_next_read(c);
+                if (read >= 0 && (guarded < 0 || read < guarded)) guarded = read;
+            });
         if (cut) return partial();
-        if (d < 0) d = guarding_input(s, ctx, f);
+        if (d < 0) d = guarded;
         if (d < 0) return used_never;
         walk<true>(s, ctx, cost_walk_limit, [&](const auto& u) {
             numerator += static_cast<double>(u.cost());
@@ -207,34 +226,19 @@ private:
         return partial();
     }
 
-    //! For a storage s the known future neither reads nor needs: the time until the program
-    //! next reads a resident storage it holds that was computed from s and is at least
-    //! guarded_input_ratio times s's size (the earliest of them), else -1. Such a storage,
-    //! if evicted before that read, is recomputed from s: evicted first, s would make that
-    //! recomputation run through it and its evicted ancestors. Kept as needed then, s
-    //! holds little memory next to what it guards. (The recorded VGG-11 step: the 1.6 MB
-    //! input of the 411 MB fc6 weight gradient, which the step holds to its end; evicted
-    //! as used never, the gradient's recomputation at the end ran the whole forward pass
-    //! again: 1.47x at 0.9 of the peak, 1.04x with it kept.) One access per child.
-    template <class Storage>
-    double guarding_input(const Storage& s, const heuristic_context& ctx, const step_forecast& f) {
-        const double small = static_cast<double>(s.size()) * guarded_input_ratio;
-        double d = -1;
-        s.for_each_child([&](const auto& c) {
-            ctx.count_access();
-            if (!c.resident() || c.handle_count() == 0 || static_cast<double>(c.size()) < small)
-                return;
-            const double read = f.time_to_next_read(c);
-            if (read >= 0 && (d < 0 || read < d)) d = read;
-        });
-        return d;
-    }
+    //! walk()'s default for resident neighbours: nothing.
+    struct ignore_resident {
+        template <class Storage>
+        void operator()(const Storage&) const noexcept {}
+    };
 
     //! Calls visit(u) for each evicted storage reachable from s through evicted storages,
     //! upwards (parents) or downwards (children), breadth first, each once, at most `limit`
-    //! neighbour visits (one metadata access each), until visit returns false.
-    template <bool Up, class Storage, class Visit>
-    void walk(const Storage& s, const heuristic_context& ctx, std::size_t limit, Visit&& visit) {
+    //! neighbour visits (one metadata access each), until visit returns false; and
+    //! first_level_resident(u) for each resident neighbour of s itself that it meets.
+    template <bool Up, class Storage, class Visit, class VisitResident = ignore_resident>
+    void walk(const Storage& s, const heuristic_context& ctx, std::size_t limit, Visit&& visit,
+              VisitResident&& first_level_resident = {}) {
         const std::uint64_t epoch = ++epoch_;
         s.meta().next_use_walk = epoch;
         walk_.clear();
@@ -246,7 +250,10 @@ private:
                 ctx.count_access();
                 if (u.meta().next_use_walk == epoch) return;
                 u.meta().next_use_walk = epoch;
-                if (u.resident()) return;
+                if (u.resident()) {
+                    if (head == 0) first_level_resident(u);
+                    return;
+                }
                 if (!visit(u)) {
                     limit = 0;
                     return;
