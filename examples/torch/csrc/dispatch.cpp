@@ -585,10 +585,7 @@ bool dispatcher_call::eager() {
         boxed_call(*info_.op, &s, false, info_.zero_scratch);
     }
     if (!eager_constant) {
-        for (const c10::IValue& v : s)
-            if (holds_tensor(v))
-                unsupported(info_.name + " returned a tensor the bridge cannot classify (in a " +
-                            v.tagKind() + ")");
+        for (const c10::IValue& v : s) refuse_hidden_tensors(info_.name, v);
         push_stack(s);
         return true;
     }
@@ -617,9 +614,7 @@ bool dispatcher_call::eager() {
             for (const at::Tensor& t : v.toTensorVector()) l.push_back(constant_of(t));
             out_->push_back(std::move(l));
         } else {
-            if (holds_tensor(v))
-                unsupported(info_.name + " returned a tensor the bridge cannot classify (in a " +
-                            v.tagKind() + ")");
+            refuse_hidden_tensors(info_.name, v);
             out_->push_back(std::move(v));
         }
     }

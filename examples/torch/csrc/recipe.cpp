@@ -30,6 +30,9 @@ at::Tensor tensor_on(const c10::Storage& storage, const geometry& g) {
     return t;
 }
 
+namespace {
+
+//! Whether a value holds a defined tensor anywhere inside it.
 bool holds_tensor(const c10::IValue& v) {
     if (v.isTensor()) return v.toTensor().defined();
     if (v.isTensorList()) {
@@ -48,6 +51,14 @@ bool holds_tensor(const c10::IValue& v) {
             if (holds_tensor(kv.key()) || holds_tensor(kv.value())) return true;
     }
     return false;
+}
+
+} // namespace
+
+void refuse_hidden_tensors(const std::string& op, const c10::IValue& v) {
+    if (holds_tensor(v))
+        unsupported(op + " returned a tensor inside a value of type " + v.tagKind() +
+                    ": the bridge manages results of type Tensor, Tensor? and Tensor[]");
 }
 
 void fill_stack(std::vector<c10::IValue>& s, c10::ArrayRef<arg_slot> slots,
@@ -149,10 +160,7 @@ void recipe::run(context_t& ctx) {
                 continue;
             const c10::AliasInfo* alias = rets[i].alias_info();
             if (alias != nullptr && alias->isWrite()) continue;
-            if (holds_tensor(s[i]))
-                unsupported(op->schema().name() + " returned a tensor inside a value of type " +
-                            s[i].tagKind() +
-                            ": the bridge manages results of type Tensor, Tensor? and Tensor[]");
+            refuse_hidden_tensors(op->schema().name(), s[i]);
             if (s[i].isNone()) continue;
             if (other_returns.empty()) other_returns.resize(s.size());
             other_returns[i] = s[i];

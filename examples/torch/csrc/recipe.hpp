@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace dtr_torch {
@@ -50,10 +51,11 @@ c10::Storage borrowed_storage(const void* data, std::size_t bytes, c10::Device d
 //! A plain tensor with geometry `g` on `storage`.
 at::Tensor tensor_on(const c10::Storage& storage, const geometry& g);
 
-//! Whether a value holds a defined tensor anywhere inside it (lists, tuples, dicts, nested): an
-//! operator's return that is not one of its tensor results must not, or that tensor would
-//! leave the bridge unmanaged.
-bool holds_tensor(const c10::IValue& v);
+//! Refuses (dtr_torch::unsupported, naming `op`) a return of `op` that is not one of its
+//! tensor results but holds a defined tensor somewhere inside it (lists, tuples, dicts,
+//! nested; a value of type Any or of a type variable): that tensor would leave the bridge
+//! unmanaged, outside the budget, or be lost.
+void refuse_hidden_tensors(const std::string& op, const c10::IValue& v);
 
 //! Where a tensor argument lives in the boxed stack.
 struct arg_slot {
