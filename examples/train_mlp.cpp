@@ -9,17 +9,20 @@
 // whose transfers the runtime models at GBPS GB/s plus 5 us each on one copy stream beside
 // compute: victims may be copied out instead of dropped (runtime_options::offload), storages
 // that outlived 8 newer ones are copied out while the stream is idle (offload_ahead), the
-// parameters may leave the device when nothing else can, and backward prefetches what the
-// next layer will read (runtime::prefetch), so copy-backs are charged half against
-// recomputation (copy_back_charge). The copies are real memcpys, so bit-identity checks the
-// transfers as well; the time they would take is the runtime clock's modelled wait, shown
-// apart from the wall time.
+// parameters may leave the device when nothing else can, and what the next layer will read is
+// prefetched, so copy-backs are charged half against recomputation (copy_back_charge): by the
+// program's own hints (runtime::prefetch; --prefetch hints, the default), or, with --prefetch
+// forecast, by the runtime from the step it has recorded, the program giving no hints
+// (runtime_options::prefetch_ahead: the next 8 calls' reads, from the second step on). The
+// copies are real memcpys, so bit-identity checks the transfers as well; the time they would
+// take is the runtime clock's modelled wait, shown apart from the wall time.
 //
 // Each SGD step starts with runtime::begin_step(): from the second step on, the default policy
 // knows when each storage is read next (docs/design.md, "Steps"); --heuristic names another.
 //
 //   train_mlp [--steps N] [--depth D] [--width W] [--batch B]
 //             [--heuristic default|dtr_eqclass|dtr_local|lru|largest] [--offload GBPS]
+//             [--prefetch hints|forecast]
 #include <dtr/heuristic/dtr_eqclass.hpp>
 #include <dtr/heuristic/dtr_local.hpp>
 #include <dtr/heuristic/largest.hpp>
@@ -153,6 +156,9 @@ struct config {
     std::size_t steps = 10, depth = 8, width = 64, batch = 1024, inputs = 32, classes = 10;
     std::string heuristic = "default";
     double offload_gbps = 0; //!< > 0: a host tier at this bandwidth (GB/s)
+    //! With a tier: the program hints what it reads next (runtime::prefetch), or the runtime
+    //! prefetches from its forecast (runtime_options::prefetch_ahead) and the program does not.
+    bool prefetch_by_forecast = false;
 };
 
 struct result {
@@ -190,6 +196,7 @@ Runtime make_runtime(const config& cfg, std::size_t budget) {
     return Runtime({.budget = budget,
                     .offload = dtr::offload_policy::automatic,
                     .offload_ahead = 8,
+                    .prefetch_ahead = cfg.prefetch_by_forecast ? 8U : 0U,
                     .copy_back_charge = 0.5},
                    std::move(backend));
 }
@@ -230,13 +237,15 @@ result train(const config& cfg, std::size_t budget) {
             b.push_back(upload(rt, std::as_bytes(std::span(bv))));
         }
         const std::size_t layers = w.size();
+        // The program's prefetch hints (a host tier, unless the runtime prefetches itself).
+        const bool hints = cfg.offload_gbps > 0 && !cfg.prefetch_by_forecast;
         for (std::size_t step = 0; step < cfg.steps; ++step) {
             rt.begin_step(); // the same place in every step: the runtime learns the step
             // Forward: keep what backward reads, as autograd would.
             std::vector<dtr::tensor> acts{x}; // input of each layer
             dtr::tensor logits;
             for (std::size_t l = 0; l < layers; ++l) {
-                if (l + 1 < layers) rt.prefetch(w[l + 1]); // back by the time layer l is done
+                if (hints && l + 1 < layers) rt.prefetch(w[l + 1]); // back when layer l is done
                 dtr::tensor z =
                     rt.call(linear_fwd{cfg.batch, dims[l], dims[l + 1]}, {acts.back(), w[l], b[l]});
                 if (l + 1 == layers)
@@ -259,7 +268,8 @@ result train(const config& cfg, std::size_t budget) {
             dtr::tensor dy = dlogits;
             dlogits.reset();
             for (std::size_t l = layers; l-- > 0;) {
-                if (l > 0) { // the next layer's input and weights: their copy-back overlaps
+                if (hints &&
+                    l > 0) { // the next layer's input and weights: their copy-back overlaps
                     rt.prefetch(acts[l - 1]);
                     rt.prefetch(w[l - 1]);
                 }
@@ -309,8 +319,10 @@ int sweep(const config& cfg) {
     if (offload)
         std::printf(
             "offload: a host tier at %g GB/s (offloads and copy-backs are real copies; "
-            "\"wait ms\" is the modelled time compute waits for them)\n",
-            cfg.offload_gbps);
+            "\"wait ms\" is the modelled time compute waits for them); prefetch %s\n",
+            cfg.offload_gbps,
+            cfg.prefetch_by_forecast ? "by the runtime's forecast (no hints)"
+                                     : "by the program's hints");
     std::printf("\n%8s %12s %12s %10s %10s %9s %14s  %s", "budget", "budget B", "peak B",
                 "evictions", "remats", "time x", "final loss", "bit-identical");
     if (offload) std::printf(" %9s %10s %8s", "offloads", "copy-backs", "wait ms");
@@ -353,6 +365,7 @@ int sweep(const config& cfg) {
 
 int main(int argc, char** argv) {
     config cfg;
+    bool prefetch_given = false;
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
         auto next = [&]() -> std::string {
@@ -381,13 +394,27 @@ int main(int argc, char** argv) {
                 std::fprintf(stderr, "--offload: GB/s must be a number > 0, not '%s'\n", v.c_str());
                 return 2;
             }
+        } else if (arg == "--prefetch") {
+            const std::string v = next();
+            if (v != "hints" && v != "forecast") {
+                std::fprintf(stderr, "--prefetch: 'hints' or 'forecast', not '%s'\n", v.c_str());
+                return 2;
+            }
+            cfg.prefetch_by_forecast = v == "forecast";
+            prefetch_given = true;
         } else {
             std::fprintf(stderr,
                          "usage: train_mlp [--steps N] [--depth D] [--width W] [--batch B] "
                          "[--heuristic default|dtr_eqclass|dtr_local|lru|largest] "
-                         "[--offload GBPS]\n");
+                         "[--offload GBPS] [--prefetch hints|forecast]\n");
             return 2;
         }
+    }
+    if (prefetch_given && cfg.offload_gbps <= 0) {
+        std::fprintf(stderr,
+                     "--prefetch: only with --offload GBPS (without a host tier nothing "
+                     "is ever copied back)\n");
+        return 2;
     }
     if (cfg.heuristic == "default") return sweep<dtr::default_heuristic>(cfg);
     if (cfg.heuristic == "dtr_eqclass") return sweep<dtr::heuristics::dtr_eqclass>(cfg);

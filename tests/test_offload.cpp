@@ -501,6 +501,89 @@ TEST_CASE("offload_ahead on a backend that cannot copy ahead is refused at const
     static_assert(!dtr::copying_ahead_backend<dtr::host_arena_backend>);
 }
 
+TEST_CASE("prefetch_ahead: from the second step, what the next calls read starts home unasked") {
+    // 300-byte budget; a 100-byte transfer takes 200 ns, a call 1000. Each step makes a, reads
+    // it in b, offloads it (the program's evict: the victim's copy runs while b's readers
+    // compute), runs four calls that read b, then one that reads a. Without a hint the read
+    // of a waits for its copy-back; with prefetch_ahead = 2 the runtime, following the step it
+    // recorded, starts it two calls ahead, and the read finds it home.
+    for (const std::uint32_t ahead : {0U, 2U}) {
+        CAPTURE(ahead);
+        dtr::sim_backend b;
+        b.enable_host_tier(slow_tier());
+        sim_rt rt({.budget = 300, .offload = dtr::offload_policy::always, .prefetch_ahead = ahead},
+                  std::move(b));
+        for (int step = 0; step < 3; ++step) {
+            CAPTURE(step);
+            rt.begin_step();
+            const cost_t waited = rt.stats().copy_back_stall;
+            const std::uint64_t prefetched = rt.stats().forecast_prefetches;
+            dtr::tensor a = rt.call(make{100}, {}, {.cost = 1000});
+            dtr::tensor x = rt.call(make{100}, {a}, {.cost = 1000});
+            REQUIRE(rt.evict(a));
+            REQUIRE(rt.is_offloaded(a));
+            for (int k = 0; k < 4; ++k) (void)rt.call(make{0}, {x}, {.cost = 1000});
+            (void)rt.call(make{0}, {a}, {.cost = 1000});
+            const bool following = step > 0; // the step is learned at the second mark
+            CHECK(rt.step_state().following == following);
+            if (ahead != 0 && following) {
+                CHECK(rt.stats().forecast_prefetches == prefetched + 1);
+                CHECK(rt.stats().copy_back_stall == waited); // landed before its read
+            } else {
+                CHECK(rt.stats().forecast_prefetches == prefetched);
+                CHECK(rt.stats().copy_back_stall == waited + 200); // the read waited for it
+            }
+            rt.check_invariants();
+        }
+        CHECK(rt.stats().peak_resident_bytes <= 300);
+        CHECK(rt.stats().prefetches == rt.stats().forecast_prefetches);
+    }
+}
+
+TEST_CASE(
+    "prefetch_ahead: off the recorded step nothing starts; a queued storage freed is forgotten") {
+    dtr::sim_backend b;
+    b.enable_host_tier(slow_tier());
+    sim_rt rt({.budget = 300, .offload = dtr::offload_policy::always, .prefetch_ahead = 8},
+              std::move(b));
+    auto step = [&](bool diverge) {
+        rt.begin_step();
+        dtr::tensor a = rt.call(make{100}, {}, {.cost = 1000});
+        dtr::tensor x = rt.call(make{100}, {a}, {.cost = 1000});
+        REQUIRE(rt.evict(a));
+        // A call the step does not have, of another size: the program has left the step, so
+        // a's forecast read (queued for the prefetch) will not come.
+        if (diverge) (void)rt.call(make{50}, {x}, {.cost = 1000});
+        for (int k = 0; k < 4; ++k) (void)rt.call(make{0}, {x}, {.cost = 1000});
+        if (!diverge) (void)rt.call(make{0}, {a}, {.cost = 1000});
+        // a is released offloaded (and, when the program diverged, still queued): its host copy
+        // and its place in the queue go with it.
+    };
+    step(false);
+    step(false);
+    const std::uint64_t prefetched = rt.stats().forecast_prefetches;
+    CHECK(prefetched == 1);
+    step(true);
+    CHECK_FALSE(rt.step_state().following);
+    CHECK(rt.stats().forecast_prefetches == prefetched);
+    rt.check_invariants();
+    CHECK(rt.stats().host_bytes == 0);
+    // Back on the step: learned again at the next marks, prefetched again.
+    step(false);
+    step(false);
+    step(false);
+    CHECK(rt.stats().forecast_prefetches > prefetched);
+    CHECK(rt.stats().host_bytes == 0);
+    rt.check_invariants();
+}
+
+TEST_CASE("prefetch_ahead on a backend without a host tier is refused at construction") {
+    CHECK_THROWS_WITH_AS((dtr::runtime<dtr::host_arena_backend, dtr::heuristics::lru>(
+                             {.budget = 256, .prefetch_ahead = 4}, dtr::host_arena_backend(256))),
+                         doctest::Contains("prefetch_ahead needs a backend with a host tier"),
+                         dtr::logic_error);
+}
+
 TEST_CASE("host: offloaded storages come back bit for bit, constants too") {
     for (auto policy : {dtr::offload_policy::always, dtr::offload_policy::automatic}) {
         CAPTURE(static_cast<int>(policy));

@@ -7,7 +7,9 @@
 // forecast (dtr_next_use, dtr_held_next_use, and dtr_next_use under the indexed search) only
 // choose victims, so every value read must
 // be bit-identical to an unbudgeted run of dtr_local, resident bytes must never exceed the
-// budget (faults injected in most runs), and nothing may leak.
+// budget (faults injected in most runs), and nothing may leak. Some runs offload to a host
+// tier with the runtime's prefetch from the forecast on (runtime_options::prefetch_ahead),
+// which moves bytes between the tiers ahead of the reads, and must not change a value either.
 //
 // Environment: DTR_PROPERTY_SEED, DTR_PROPERTY_PROGRAMS (default: an eighth of the build's
 // property_programs option), DTR_PROPERTY_ONLY=i, as the other property tests.
@@ -90,22 +92,36 @@ dtr_test::program_trace run_steps(Runtime& rt, std::uint64_t seed, std::size_t s
 }
 
 struct step_totals {
-    std::uint64_t forecast_calls = 0, divergences = 0, learned = 0;
+    std::uint64_t forecast_calls = 0, divergences = 0, learned = 0, forecast_prefetches = 0;
 };
+
+//! Where a run's victims may go: dropped only, or also to a host tier with the forecast's
+//! prefetch (offload always, prefetch_ahead drawn from 1 to 16 calls).
+enum class tier { none, prefetching };
 
 template <class Heuristic>
 void check_against(const dtr_test::program_trace& reference, const dtr_test::program_case& c,
                    bool marks, dtr::dealloc_policy dealloc, std::mt19937_64& budget_rng,
-                   std::mt19937_64& fault_rng, dtr_test::run_totals& sum, step_totals& steps) {
+                   std::mt19937_64& fault_rng, dtr_test::run_totals& sum, step_totals& steps,
+                   tier where = tier::none) {
     const std::size_t budget = dtr_test::draw_budget(reference, budget_rng);
     const dtr_test::run_plan plan = dtr_test::draw_plan(fault_rng);
+    const bool offload = where == tier::prefetching;
+    const auto ahead = static_cast<std::uint32_t>(offload ? 1 + budget_rng() % 16 : 0);
     INFO("heuristic=", std::string(Heuristic::name), " marks=", marks,
          " dealloc=", static_cast<int>(dealloc), " steps: ", describe(c.seed), " budget=", budget,
          " (reference peak ", reference.peak_resident, ", floor ", reference.floor, ") ",
-         dtr_test::describe(plan));
+         dtr_test::describe(plan), " prefetch_ahead=", ahead);
     using backend = dtr::fault_injecting_backend<dtr::host_backend>;
-    dtr::runtime<backend, Heuristic> rt({.budget = budget, .dealloc = dealloc, .mutation = c.scope},
-                                        backend(plan.faults));
+    dtr::host_backend upstream;
+    if (offload) upstream.enable_host_tier({.transfer = {.bandwidth = 1e9, .latency = 50}});
+    dtr::runtime<backend, Heuristic> rt(
+        {.budget = budget,
+         .dealloc = dealloc,
+         .mutation = c.scope,
+         .offload = offload ? dtr::offload_policy::always : dtr::offload_policy::off,
+         .prefetch_ahead = ahead},
+        backend(plan.faults, std::move(upstream)));
     dtr_test::program_trace t;
     try {
         t = run_steps(rt, c.seed, c.steps, marks, plan.invariant_period);
@@ -114,10 +130,12 @@ void check_against(const dtr_test::program_trace& reference, const dtr_test::pro
         return;
     }
     dtr_test::check_matches_reference(t, reference, budget);
+    if (offload) CHECK(rt.stats().host_bytes == 0); // every host copy freed with its storage
     sum.add(t);
     steps.forecast_calls += rt.stats().forecast_calls;
     steps.divergences += rt.stats().step_divergences;
     steps.learned += rt.stats().steps_learned;
+    steps.forecast_prefetches += rt.stats().forecast_prefetches;
 }
 
 } // namespace
@@ -151,25 +169,30 @@ TEST_CASE("random programs read the same values under the forecast, steps repeat
                                                                  budget_rng, fault_rng, sum, steps);
             check_against<dtr::search::indexed<h::dtr_eqclass_held_next_use>>(
                 reference, c, true, dealloc, budget_rng, fault_rng, sum, steps);
+            check_against<dtr::search::indexed<h::dtr_next_use>>(
+                reference, c, true, dealloc, budget_rng, fault_rng, sum, steps, tier::prefetching);
         }
         ++ran;
     });
     std::printf(
         "property test (steps): %llu programs, %llu budgeted runs, %llu values compared, %llu "
         "evictions, %llu rematerializations, %llu out_of_memory recovered; %llu calls ran with a "
-        "forecast, %llu divergences, %llu steps learned\n",
+        "forecast, %llu divergences, %llu steps learned, %llu copy-backs prefetched by the "
+        "forecast\n",
         static_cast<unsigned long long>(ran), static_cast<unsigned long long>(sum.runs),
         static_cast<unsigned long long>(sum.reads), static_cast<unsigned long long>(sum.evictions),
         static_cast<unsigned long long>(sum.remats), static_cast<unsigned long long>(sum.ooms),
         static_cast<unsigned long long>(steps.forecast_calls),
         static_cast<unsigned long long>(steps.divergences),
-        static_cast<unsigned long long>(steps.learned));
+        static_cast<unsigned long long>(steps.learned),
+        static_cast<unsigned long long>(steps.forecast_prefetches));
     sum.print_faults("property test (steps)");
     if (!programs.single() && programs.count() >= 20) {
         // The forecast was in force, left and learned again: the test tests what it claims.
         CHECK(steps.forecast_calls > 0);
         CHECK(steps.divergences > 0);
         CHECK(steps.learned > 0);
+        CHECK(steps.forecast_prefetches > 0);
         CHECK(sum.evictions > 0);
         CHECK(sum.remats > 0);
     }

@@ -34,7 +34,10 @@
 // Transfers cost --offload-latency ns + bytes / --offload-bandwidth (bytes per second; the
 // logs' costs are nanoseconds) on one copy stream that overlaps compute (--no-overlap: the
 // clock waits for every transfer); --offload-capacity caps the tier's bytes; --prefetch N hints
-// the offloaded inputs of the next N records after each operator; --offload-ahead N copies
+// the offloaded inputs of the next N records after each operator (the program's hints read off
+// the log); --prefetch-ahead N has the runtime prefetch what the next N calls of the step it has
+// recorded read (runtime_options::prefetch_ahead: no hints, from the second of --steps N);
+// --offload-ahead N copies
 // storages that outlived N newer ones out while the copy stream is idle; --copy-back-charge X
 // charges a storage with a host copy X times its copy-back against recomputing it
 // (runtime_options::copy_back_charge; 0.5 suits --prefetch). The slowdown
@@ -182,6 +185,12 @@ int main(int argc, char** argv) {
     app.add_option("--prefetch", prefetch,
                    "after each operator, prefetch the offloaded inputs of the next N records")
         ->capture_default_str();
+    std::uint32_t prefetch_ahead = 0;
+    app.add_option("--prefetch-ahead", prefetch_ahead,
+                   "with --offload: the runtime prefetches, after each call, the offloaded "
+                   "storages the next N calls of its recorded step read (from the second of "
+                   "--steps; 0: never)")
+        ->capture_default_str();
     std::uint32_t offload_ahead = 0;
     app.add_option("--offload-ahead", offload_ahead,
                    "with --offload: copy storages that outlived N newer ones out ahead of "
@@ -295,6 +304,7 @@ int main(int argc, char** argv) {
             options.tier = tier;
             options.prefetch_lookahead = prefetch;
             options.offload_ahead = offload != dtr::offload_policy::off ? offload_ahead : 0;
+            options.prefetch_ahead = offload != dtr::offload_policy::off ? prefetch_ahead : 0;
             options.copy_back_charge = copy_back_charge;
             options.steps = steps;
             dtr::replay::constants_as_logged(traces[t.log], options);
@@ -438,6 +448,7 @@ int main(int argc, char** argv) {
                     << ", \"overlap\": " << (tier.overlap ? "true" : "false")
                     << ", \"prefetch_lookahead\": " << prefetch
                     << ", \"offload_ahead\": " << offload_ahead
+                    << ", \"prefetch_ahead\": " << prefetch_ahead
                     << ", \"copy_back_charge\": " << copy_back_charge
                     << ", \"copies_ahead\": " << r.stats.copies_ahead
                     << ", \"offloads\": " << r.stats.offloads
@@ -445,6 +456,7 @@ int main(int argc, char** argv) {
                     << ", \"constant_offloads\": " << r.stats.constant_offloads
                     << ", \"copy_backs\": " << r.stats.copy_backs
                     << ", \"prefetches\": " << r.stats.prefetches
+                    << ", \"forecast_prefetches\": " << r.stats.forecast_prefetches
                     << ", \"bytes_offloaded\": " << r.stats.bytes_offloaded
                     << ", \"bytes_copied_back\": " << r.stats.bytes_copied_back
                     << ", \"peak_host_bytes\": " << r.stats.peak_host_bytes

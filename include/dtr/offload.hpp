@@ -292,6 +292,13 @@ public:
     }
     //! Precondition: the state exists (set by an out-copy).
     void set_read_done_at(cost_t t) noexcept { state_->read_done_at = t; }
+    //! The forecast read under which an offloaded storage waits in the offloader's prefetch
+    //! queue (runtime_options::prefetch_ahead); 0: not queued.
+    [[nodiscard]] std::uint64_t queued_read() const noexcept {
+        return state_ == nullptr ? 0 : state_->queued_read;
+    }
+    //! Precondition: the state exists (the storage is offloaded, or was).
+    void set_queued_read(std::uint64_t stamp) noexcept { state_->queued_read = stamp; }
 
 private:
     struct state_type {
@@ -299,6 +306,7 @@ private:
         bool valid = false;
         cost_t ready_at = 0;
         cost_t read_done_at = 0;
+        std::uint64_t queued_read = 0;
     };
     state_type& state() {
         if (state_ == nullptr) state_ = std::make_unique<state_type>();

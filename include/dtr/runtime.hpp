@@ -124,6 +124,9 @@ public:
     explicit runtime(runtime_options options = {}, Backend backend = Backend{},
                      Heuristic heuristic = Heuristic{})
         : backend_(std::move(backend)), heuristic_(std::move(heuristic)), options_(options) {
+        DTR_EXPECTS(options_.prefetch_ahead == 0 || offloading_backend<Backend>,
+                    "runtime_options::prefetch_ahead needs a backend with a host tier "
+                    "(dtr::offloading_backend); this one has none: leave it 0");
         DTR_EXPECTS(options_.offload_ahead == 0 || copying_ahead_backend<Backend>,
                     "runtime_options::offload_ahead needs a backend that copies out ahead of "
                     "eviction (dtr::copying_ahead_backend: copy_stream_idle, copy_out_ahead, "
@@ -481,6 +484,8 @@ private:
     storage_t* storage_of(const tensor& t) const {
         return static_cast<storage_t*>(node_of(t, "tensor query")->storage);
     }
+    //! prefetch() on a storage: the hint's work, also the forecast's (prefetch_ahead).
+    bool prefetch_storage(storage_t* s);
     //! Makes sure `count` tensor nodes can be handed out without allocating.
     void reserve_tensor_nodes(std::size_t count) {
         if (spare_nodes_.size() >= count) return; // the common case: spares left from before
@@ -633,6 +638,8 @@ void runtime<B, H>::call_impl(Op&& op, std::span<const tensor> inputs, std::size
     if (steps) steps_.after_run(*record); // the forecast's stamps; never throws
     exec_.commit(std::move(record), results, mutated_nodes);
     if (options_.offload_ahead != 0) offload_.copy_ahead();
+    if (options_.prefetch_ahead != 0)
+        if (const step_forecast* f = steps_.forecast()) offload_.prefetch_by_forecast(*f);
 }
 
 template <class B, class H>
@@ -821,6 +828,11 @@ template <class B, class H>
 bool runtime<B, H>::prefetch(const tensor& t) {
     storage_t* s = storage_of(t);
     DTR_EXPECTS(!in_operator_, "prefetch() called from inside an operator");
+    return prefetch_storage(s);
+}
+
+template <class B, class H>
+bool runtime<B, H>::prefetch_storage(storage_t* s) {
     if (!s->offloaded() || s->bytes > options_.budget) return false;
     busy_scope busy(*this);
     const std::size_t room = options_.budget - counters_.resident_bytes;

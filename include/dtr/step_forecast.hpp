@@ -77,6 +77,20 @@ public:
     //! @brief Returns: the recorded step's program time (its first-run costs summed).
     [[nodiscard]] cost_t step_time() const noexcept { return prefix_[length_]; }
 
+    //! @brief Returns: the stamp a storage read by the call `calls` calls after the one
+    //! running now (or next, between calls) would have. Stamps of reads are ordered as the
+    //! reads under one recording, so the storages read within the next k calls are those
+    //! whose next_use() lies in [read_stamp(0), read_stamp(k)] (a runtime::prefetch by the
+    //! forecast, runtime_options::prefetch_ahead).
+    [[nodiscard]] std::uint64_t read_stamp(std::uint32_t calls) const noexcept {
+        return stamp_at(now_ + calls);
+    }
+    //! @brief Returns: whether `stamp` (a storage's next_use()) names a read to come, as
+    //! opposed to none known (0) or none in the known future.
+    [[nodiscard]] static bool is_read(std::uint64_t stamp) noexcept {
+        return stamp != 0 && (stamp & beyond_bit) == 0;
+    }
+
 private:
     template <class, class, class>
     friend class detail::step_tracker;

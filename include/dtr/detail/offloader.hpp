@@ -11,9 +11,13 @@
 #include <dtr/error.hpp>
 #include <dtr/offload.hpp>
 #include <dtr/options.hpp>
+#include <dtr/step_forecast.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
+#include <cstdint>
+#include <map>
 #include <utility>
 
 namespace dtr::detail {
@@ -87,6 +91,43 @@ public:
                 if ((best == nullptr || s.bytes > best->bytes) && worth_copying_ahead(s)) best = &s;
             }
             if (best != nullptr) start_out_copy(best, true);
+        }
+    }
+
+    //! @brief After a call, while the program follows a recorded step
+    //! (runtime_options::prefetch_ahead): starts the copy-back of the offloaded storages that
+    //! the next prefetch_ahead calls read, soonest first, at most prefetch_batch a call, each
+    //! as runtime::prefetch would (room made only from kept storages; the backend's block at
+    //! once or none). The first that finds no room ends the batch and stays queued, to be
+    //! tried again after the next call while its read is still ahead; what copy_in throws
+    //! leaves it offloaded, for the read to copy back (and report). Complexity: O(log n) in
+    //! the offloaded storages with a forecast read, plus at most prefetch_batch prefetches and
+    //! one that fails.
+    void prefetch_by_forecast(const step_forecast& f) noexcept {
+        if constexpr (offloading_backend<Backend>) {
+            if (queued_.empty()) return;
+            const std::uint64_t last = f.read_stamp(rt_.options_.prefetch_ahead);
+            // Keys first, prefetches after: making room evicts kept storages, which may change
+            // the queue (one offloaded as a victim joins it).
+            std::array<queue_key, prefetch_batch> due{};
+            std::size_t n = 0;
+            for (auto it = queued_.lower_bound({f.read_stamp(0), 0});
+                 it != queued_.end() && it->first.first <= last && n < prefetch_batch; ++it)
+                due[n++] = it->first;
+            for (std::size_t k = 0; k < n; ++k) {
+                const auto it = queued_.find(due[k]);
+                if (it == queued_.end() || it->second->bytes > rt_.options_.budget) continue;
+                try {
+                    // In the order of the reads: one that finds no room stops the batch, so
+                    // that a later read does not take the room the earlier one waits for.
+                    if (!rt_.prefetch_storage(it->second)) return;
+                    ++rt_.counters_.forecast_prefetches;
+                } catch (...) { // copy_in failed: it stays offloaded; the read copies it back
+                    return;
+                }
+            }
+        } else {
+            (void)f;
         }
     }
 
@@ -209,14 +250,48 @@ private:
         }
     }
 
+    //! Queues offloaded `s` for prefetch_by_forecast when it has a forecast read (and
+    //! prefetch_ahead is on); a queue that cannot grow leaves it out (the read copies it back).
+    void queue_for_prefetch(storage* s) noexcept {
+        if constexpr (offloading_backend<Backend>) {
+            if (rt_.options_.prefetch_ahead == 0 || !step_forecast::is_read(s->use_stamp)) return;
+            try {
+                queued_.emplace(queue_key{s->use_stamp, s->sid}, s);
+                s->host.set_queued_read(s->use_stamp);
+            } catch (...) {}
+        } else {
+            (void)s;
+        }
+    }
+    //! Takes `s` out of the prefetch queue, if it is in it (it came back, or is dropped).
+    void unqueue(storage* s) noexcept {
+        if constexpr (offloading_backend<Backend>) {
+            const std::uint64_t stamp = s->host.queued_read();
+            if (stamp == 0) return;
+            queued_.erase(queue_key{stamp, s->sid});
+            s->host.set_queued_read(0);
+        } else {
+            (void)s;
+        }
+    }
+
+    //! Prefetches prefetch_by_forecast starts at most after one call: a bound on its work.
+    static constexpr std::size_t prefetch_batch = 16;
+    //! A queued storage's forecast read (its next_use() stamp) and its id.
+    using queue_key = std::pair<std::uint64_t, std::uint64_t>;
+
     using base::rt_;
     cost_t freed_memory_at_ = 0; //!< when the last out-copy releases its device block
+    //! Offloaded storages with a forecast read, by that read (runtime_options::prefetch_ahead):
+    //! a storage's stamp does not change while it is offloaded (a read copies it back first).
+    std::map<queue_key, storage*> queued_;
 };
 
 template <class Rt, class Backend, class Meta>
 void offloader<Rt, Backend, Meta>::release_host_copy(storage* s) noexcept {
     if constexpr (offloading_backend<Backend>) {
         if (!s->host.valid()) return;
+        unqueue(s);
         if (s->is_resident) source_freed(s); // destroyed: its block is freed with the copy
         rt_.backend_.free_host(s->host.copy(), s->bytes);
         s->host.set_valid(false);
@@ -274,6 +349,7 @@ void offloader<Rt, Backend, Meta>::leave_device(storage* s) noexcept {
     s->ptr = pointer{};
     s->is_resident = false;
     rt_.pool_.refresh(s);
+    queue_for_prefetch(s);
 }
 
 template <class Rt, class Backend, class Meta>
@@ -345,6 +421,7 @@ void offloader<Rt, Backend, Meta>::fill_from_host(storage* s, pointer p) {
         s->ptr = p;
         s->is_resident = true;
         s->host.set_ready_at(done);
+        unqueue(s);
         counters& stats = rt_.counters_;
         ++stats.copy_backs;
         stats.bytes_copied_back += s->bytes;

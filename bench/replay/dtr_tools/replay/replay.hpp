@@ -116,6 +116,9 @@ struct replay_options {
     std::size_t prefetch_lookahead = 0;
     //! Copies out ahead of eviction (runtime_options::offload_ahead; with offload; 0: none).
     std::uint32_t offload_ahead = 0;
+    //! The runtime's own prefetch from the forecast (runtime_options::prefetch_ahead; with
+    //! offload, from the second step; 0: none).
+    std::uint32_t prefetch_ahead = 0;
     //! The share of a copy-back charged for a storage with a host copy
     //! (runtime_options::copy_back_charge).
     double copy_back_charge = 1.0;
@@ -280,6 +283,7 @@ replay_result run_replay(const trace& t, const replay_options& options,
                                .placement = options.placement,
                                .offload = options.offload,
                                .offload_ahead = options.offload_ahead,
+                               .prefetch_ahead = options.prefetch_ahead,
                                .copy_back_charge = options.copy_back_charge,
                                .steps = options.learning};
     // Thrashing is caught inside a rematerialization too: a deep one can cost without bound.
