@@ -51,8 +51,11 @@ def short(log):
 
 
 def load(out, bw, way):
+    path = out / file_name(bw, way)
+    if not path.exists():
+        sys.exit(f'forecast_prefetch.py: {path} not found: run without --no-run first')
     cells = {}
-    for c in json.loads((out / file_name(bw, way)).read_text()):
+    for c in json.loads(path.read_text()):
         cells[(short(c['log']), float(c['ratio']))] = c
     return cells
 
@@ -61,15 +64,20 @@ def finished(c):
     return c is not None and c['status'] == 'ok' and c.get('steady_slowdown', 0) > 0
 
 
+def header(lines, title, first_column):
+    """A table's title and head: one column per way of prefetching."""
+    lines.append(f'\n{title}\n')
+    lines.append(f'| {first_column} | ' + ' | '.join(w for w, _ in WAYS) + ' |')
+    lines.append('|---' * (len(WAYS) + 1) + '|')
+
+
 def tables(out):
     lines = []
     for bw in BANDWIDTHS:
         data = {way: load(out, bw, way) for way, _ in WAYS}
         logs = sorted({log for (log, _) in data['none']})
-        lines.append(f'\n{bw} GB/s: geometric mean of the steady state over the logs that '
-                     'finish (how many)\n')
-        lines.append('| ratio | ' + ' | '.join(w for w, _ in WAYS) + ' |')
-        lines.append('|---' * (len(WAYS) + 1) + '|')
+        header(lines, f'{bw} GB/s: geometric mean of the steady state over the logs that '
+               'finish (how many)', 'ratio')
         for r in RATIOS:
             row = []
             for way, _ in WAYS:
@@ -79,11 +87,9 @@ def tables(out):
                 row.append(f'{len(v)}/{len(logs)} {gm:.3f}')
             lines.append(f'| {r} | ' + ' | '.join(row) + ' |')
         for r in (0.3, 0.2):
-            lines.append(f'\n{bw} GB/s at {r}: steady slowdown, copy-backs prefetched (hints: '
-                         "by the program's hints; forecast: by the runtime), reads' wait for "
-                         'copy-backs over the baseline of three steps\n')
-            lines.append('| log | ' + ' | '.join(w for w, _ in WAYS) + ' |')
-            lines.append('|---' * (len(WAYS) + 1) + '|')
+            header(lines, f'{bw} GB/s at {r}: steady slowdown, copy-backs prefetched (hints: '
+                   "by the program's hints; forecast: by the runtime), reads' wait for "
+                   'copy-backs over the baseline of three steps', 'log')
             for log in logs:
                 row = []
                 for way, _ in WAYS:
