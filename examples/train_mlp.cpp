@@ -268,8 +268,8 @@ result train(const config& cfg, std::size_t budget) {
             dtr::tensor dy = dlogits;
             dlogits.reset();
             for (std::size_t l = layers; l-- > 0;) {
-                if (hints &&
-                    l > 0) { // the next layer's input and weights: their copy-back overlaps
+                // The next layer's input and weights: their copy-back overlaps this layer.
+                if (hints && l > 0) {
                     rt.prefetch(acts[l - 1]);
                     rt.prefetch(w[l - 1]);
                 }
