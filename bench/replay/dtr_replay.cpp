@@ -37,11 +37,10 @@
 // the offloaded inputs of the next N records after each operator (the program's hints read off
 // the log); --prefetch-ahead N has the runtime prefetch what the next N calls of the step it has
 // recorded read (runtime_options::prefetch_ahead: no hints, from the second of --steps N);
-// --offload-ahead N copies
-// storages that outlived N newer ones out while the copy stream is idle; --copy-back-charge X
-// charges a storage with a host copy X times its copy-back against recomputing it
-// (runtime_options::copy_back_charge; 0.5 suits --prefetch). The slowdown
-// then counts the clock's waits for transfers, and the JSON carries the offload counters.
+// --offload-ahead N copies storages that outlived N newer ones out while the copy stream is
+// idle; --copy-back-charge X charges a storage with a host copy X times its copy-back against
+// recomputing it (runtime_options::copy_back_charge; 0.5 suits --prefetch). The slowdown then
+// counts the clock's waits for transfers, and the JSON carries the offload counters.
 //
 // --steps N replays each log's step N times in a row, as a training loop would (constants
 // kept, each step's outputs made resident and then dropped; replay_options::steps), calling
