@@ -184,3 +184,9 @@ DTR_SHARED="$DTR_SHARED" python3 bench/replay/steps_table.py --build build --out
 #     paper logs beside the step replays of section 11 (lower-bound.md holds the tables; its
 #     prose quotes this run).
 DTR_SHARED="$DTR_SHARED" python3 bench/replay/bound_table.py --build build --out $OUT > $OUT/lower-bound-tables.txt
+
+# 13. Prefetch from the forecast (issue 33): the runtime's own prefetch (--prefetch-ahead)
+#     against none and against the program's hints read off the log, three steps, with a tier:
+#     docs/results.md, "Prefetch from the forecast"; forecast-prefetch/tables.md.
+DTR_SHARED="$DTR_SHARED" python3 bench/replay/forecast_prefetch.py --build build \
+    --out $OUT/forecast-prefetch > /dev/null
