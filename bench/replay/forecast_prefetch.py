@@ -19,8 +19,10 @@ offload-<bw>-<way>.json under --out (default bench/replay/results/forecast-prefe
 prints the geometric means per ratio, then each log at 0.3 and 0.2 with the copy-backs
 prefetched and the reads' wait for copy-backs (over the baseline compute of three steps).
 """
-import argparse, json, math, os, subprocess, sys
+import argparse, json, os, subprocess, sys
 from pathlib import Path
+
+from default_table import geomean
 
 HERE = Path(__file__).resolve().parent
 RATIOS = [0.5, 0.3, 0.2, 0.15]
@@ -83,8 +85,8 @@ def tables(out):
             for way, _ in WAYS:
                 v = [data[way][(log, r)]['steady_slowdown'] for log in logs
                      if finished(data[way].get((log, r)))]
-                gm = math.exp(sum(map(math.log, v)) / len(v)) if v else float('nan')
-                row.append(f'{len(v)}/{len(logs)} {gm:.3f}')
+                gm = geomean(v)
+                row.append(f'{len(v)}/{len(logs)} ' + (f'{gm:.3f}' if gm is not None else '-'))
             lines.append(f'| {r} | ' + ' | '.join(row) + ' |')
         for r in (0.3, 0.2):
             header(lines, f'{bw} GB/s at {r}: steady slowdown, copy-backs prefetched (hints: '
