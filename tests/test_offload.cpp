@@ -541,6 +541,86 @@ TEST_CASE("prefetch_ahead: from the second step, what the next calls read starts
 }
 
 TEST_CASE(
+    "prefetch_ahead: the offloaded input of a dropped storage the step reads starts home "
+    "before its recomputation needs it") {
+    // Each step makes a, computes y from it, offloads a and drops y (no host copy: reading y
+    // recomputes it from a), runs four calls that read x, then one that reads y. The forecast
+    // knows no read of a itself (only y's recipe reads it), so only the walk up from y, a
+    // dropped storage the step reads, finds it. Without the prefetch the recomputation waits
+    // for a's copy-back; with prefetch_ahead = 2 a lands before y's read.
+    for (const std::uint32_t ahead : {0U, 2U}) {
+        CAPTURE(ahead);
+        dtr::sim_backend b;
+        b.enable_host_tier(slow_tier());
+        sim_rt rt({.budget = 300, .offload = dtr::offload_policy::always, .prefetch_ahead = ahead},
+                  std::move(b));
+        dtr::tensor x = rt.constant(100);
+        for (int step = 0; step < 3; ++step) {
+            CAPTURE(step);
+            rt.begin_step();
+            const cost_t waited = rt.stats().copy_back_stall;
+            const std::uint64_t prefetched = rt.stats().forecast_prefetches;
+            const std::uint64_t remats = rt.stats().rematerializations;
+            dtr::tensor a = rt.call(make{100}, {}, {.cost = 1000});
+            dtr::tensor y = rt.call(make{100}, {a}, {.cost = 1000});
+            REQUIRE(rt.evict(a));
+            REQUIRE(rt.is_offloaded(a));
+            REQUIRE(rt.drop(y));
+            REQUIRE_FALSE(rt.is_offloaded(y));
+            for (int k = 0; k < 4; ++k) (void)rt.call(make{0}, {x}, {.cost = 1000});
+            (void)rt.call(make{0}, {y}, {.cost = 1000});
+            CHECK(rt.stats().rematerializations == remats + 1); // y, from a
+            const bool following = step > 0;
+            CHECK(rt.step_state().following == following);
+            if (ahead != 0 && following) {
+                CHECK(rt.stats().forecast_prefetches == prefetched + 1);
+                CHECK(rt.stats().copy_back_stall == waited); // landed before the recomputation
+            } else {
+                CHECK(rt.stats().forecast_prefetches == prefetched);
+                CHECK(rt.stats().copy_back_stall == waited + 200); // the recomputation waited
+            }
+            rt.check_invariants();
+        }
+        CHECK(rt.stats().peak_resident_bytes <= 300);
+    }
+}
+
+TEST_CASE("prefetch_ahead: a dropped storage the step reads, released unread, is forgotten") {
+    // The step drops y, which the forecast says is read at the end; a divergent step releases
+    // it unread instead: its place in the map goes with it (check_invariants counts both).
+    dtr::sim_backend b;
+    b.enable_host_tier(slow_tier());
+    sim_rt rt({.budget = 300, .offload = dtr::offload_policy::always, .prefetch_ahead = 8},
+              std::move(b));
+    dtr::tensor x = rt.constant(100);
+    auto step = [&](bool diverge) {
+        rt.begin_step();
+        dtr::tensor a = rt.call(make{100}, {}, {.cost = 1000});
+        dtr::tensor y = rt.call(make{100}, {a}, {.cost = 1000});
+        REQUIRE(rt.evict(a));
+        REQUIRE(rt.drop(y));
+        rt.check_invariants();
+        if (diverge) (void)rt.call(make{50}, {x}, {.cost = 1000});
+        for (int k = 0; k < 4; ++k) (void)rt.call(make{0}, {x}, {.cost = 1000});
+        if (!diverge) (void)rt.call(make{0}, {y}, {.cost = 1000});
+        rt.check_invariants();
+    };
+    step(false);
+    step(false);
+    step(false);
+    const std::uint64_t prefetched = rt.stats().forecast_prefetches;
+    CHECK(prefetched >= 1);
+    step(true);
+    rt.check_invariants();
+    CHECK(rt.stats().host_bytes == 0);
+    step(false);
+    step(false);
+    step(false);
+    CHECK(rt.stats().forecast_prefetches > prefetched);
+    rt.check_invariants();
+}
+
+TEST_CASE(
     "prefetch_ahead: off the recorded step nothing starts; a queued storage freed is forgotten") {
     dtr::sim_backend b;
     b.enable_host_tier(slow_tier());

@@ -426,7 +426,8 @@ public:
     //! @brief Effects: walks the whole graph and throws dtr::logic_error describing the
     //! first broken invariant (tests and debugging). Complexity: linear in the graph.
     void check_invariants() const {
-        detail::check_invariants(graph_, this, pool_.size(), counters_, options_, user_pins_);
+        detail::check_invariants(graph_, this, pool_.size(), counters_, options_, user_pins_,
+                                 offload_.awaited_count());
         if (!pool_.kept_lead_the_pool())
             throw logic_error(
                 "dtr: invariant broken: a held storage precedes one nobody holds "

@@ -337,6 +337,7 @@ struct storage_record final : storage_node<Backend, Meta> {
     bool banish_pending = false;    //!< released under the banish policy, not yet safe
     bool queued = false;            //!< on the release queue (collection or banish re-check)
     bool restore_held = false;      //!< held by a planned restore (one of its pins)
+    bool awaited = false; //!< dropped, read by the forecast: in the offloader's awaited map
     //! Lost its last handle (release_queue::on_last_handle); none comes back. Before its
     //! first handle a new storage is unheld too, but not released.
     bool released = false;

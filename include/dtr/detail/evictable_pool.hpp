@@ -115,6 +115,7 @@ public:
         refresh(s);
         rt_.hook_on_evict(*s);
         ++(eager ? rt_.counters_.eager_evictions : rt_.counters_.evictions);
+        rt_.offload_.await_recompute(s);
     }
 
     //! @brief Frees at least `bytes` by evicting only members nobody holds (kept after

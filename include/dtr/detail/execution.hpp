@@ -372,6 +372,7 @@ void execution<Rt, Backend, Meta>::install(op& o, storage* s, pointer p, bool re
                                            bool constant, cost_t cost) {
     s->ptr = p;
     s->is_resident = true;
+    rt_.offload_.unawait(s);
     if (!remat_) {
         s->compute_cost = cost;
         s->accessed = rt_.clock_;

@@ -16,12 +16,13 @@
 namespace dtr::detail {
 
 //! @brief Walks `graph` and throws dtr::logic_error describing the first broken invariant.
-//! `owner` is the runtime the graph's tensors must name; `pool_size`, `stats`, `options`
-//! and `user_pins` are the runtime's. Complexity: linear in the graph.
+//! `owner` is the runtime the graph's tensors must name; `pool_size`, `stats`, `options`,
+//! `user_pins` and `awaited` (the offloader's map of dropped storages with a forecast read)
+//! are the runtime's. Complexity: linear in the graph.
 template <class Backend, class Meta>
 void check_invariants(const dependency_graph<Backend, Meta>& graph, const runtime_base* owner,
                       std::size_t pool_size, const counters& stats, const runtime_options& options,
-                      std::size_t user_pins) {
+                      std::size_t user_pins, std::size_t awaited) {
     using storage = storage_record<Backend, Meta>;
     using op = op_node<Backend, Meta>;
     using edge = input_edge<Backend, Meta>;
@@ -29,7 +30,7 @@ void check_invariants(const dependency_graph<Backend, Meta>& graph, const runtim
         throw logic_error("dtr: invariant broken: " + what);
     };
     auto sid = [](const storage& s) { return "storage #" + std::to_string(s.sid); };
-    std::size_t resident = 0, pool_members = 0, pins = 0, host = 0;
+    std::size_t resident = 0, pool_members = 0, pins = 0, host = 0, awaited_flags = 0;
     for (const storage& s : graph.storages) {
         if (s.is_resident) resident += s.bytes;
         if (s.host.valid()) host += s.bytes; // offload: host copies
@@ -45,6 +46,11 @@ void check_invariants(const dependency_graph<Backend, Meta>& graph, const runtim
         if (s.unheld() && s.consumers.empty() && s.pins == 0)
             fail(sid(s) + " is garbage (no handle, no dependent) but alive");
         if (s.queued) fail(sid(s) + " is still queued at rest");
+        if (s.awaited) {
+            ++awaited_flags;
+            if (s.is_resident || s.offloaded() || s.producer == nullptr)
+                fail(sid(s) + " is awaited for prefetch but not dropped with a recipe");
+        }
         if (s.banish_pending && options.dealloc != dealloc_policy::banish)
             fail(sid(s) + " pending banishment under eager eviction");
         // A storage that lost its handles to a mutation while a pin guard holds it waits for
@@ -85,6 +91,9 @@ void check_invariants(const dependency_graph<Backend, Meta>& graph, const runtim
         fail("host tier bytes " + std::to_string(stats.host_bytes) + " but host copies sum to " +
              std::to_string(host));
     if (pool_members != pool_size) fail("pool size mismatch");
+    if (awaited_flags != awaited)
+        fail("awaited storages " + std::to_string(awaited_flags) + " but the prefetch map holds " +
+             std::to_string(awaited));
     if (pins != user_pins)
         fail("pins at rest (" + std::to_string(pins) + ") differ from live pin guards (" +
              std::to_string(user_pins) + ")");

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <map>
 #include <utility>
+#include <vector>
 
 namespace dtr::detail {
 
@@ -95,33 +96,81 @@ public:
     }
 
     //! @brief After a call, while the program follows a recorded step
-    //! (runtime_options::prefetch_ahead): starts the copy-back of the offloaded storages that
-    //! the next prefetch_ahead calls read, soonest first, at most prefetch_batch a call, each
-    //! as runtime::prefetch would (room made only from kept storages; the backend's block at
-    //! once or none). The first that finds no room ends the batch and stays queued, to be
-    //! tried again after the next call while its read is still ahead; what copy_in throws
-    //! leaves it offloaded, for the read to copy back (and report). Complexity: O(log n) in
-    //! the offloaded storages with a forecast read, plus at most prefetch_batch prefetches and
-    //! one that fails.
+    //! (runtime_options::prefetch_ahead): starts the copy-back of what the next
+    //! prefetch_ahead calls of the step will wait for, soonest read first, at most
+    //! prefetch_batch a call, each as runtime::prefetch would (room made only from kept
+    //! storages; the backend's block at once or none):
+    //! - the offloaded storages those calls read;
+    //! - the offloaded ancestors of the dropped storages they read (evicted without a host
+    //!   copy): the read recomputes the storage, and the recomputation copies them back
+    //!   first. Found by a walk up through dropped storages, ancestor_visits input visits a
+    //!   call in all.
+    //! The first that finds no room ends the batch; it stays due, to be tried again after the
+    //! next call while its read is still ahead. What copy_in throws leaves it offloaded, for
+    //! the read to copy back (and report). Complexity: O(log n) in the maps, plus at most
+    //! ancestor_visits visits, prefetch_batch prefetches and one that fails.
     void prefetch_by_forecast(const step_forecast& f) noexcept {
         if constexpr (offloading_backend<Backend>) {
-            if (queued_.empty()) return;
+            if (queued_.empty() && awaited_.empty()) return;
+            const std::uint64_t first = f.read_stamp(0);
             const std::uint64_t last = f.read_stamp(rt_.options_.prefetch_ahead);
-            // Keys first, prefetches after: making room evicts kept storages, which may change
-            // the queue (one offloaded as a victim joins it).
-            std::array<queue_key, prefetch_batch> due{};
+            // Candidates first, prefetches after: making room evicts kept storages, which may
+            // change the maps (one offloaded as a victim joins the queue). Each candidate keeps
+            // the key it was found by (the queued storage's, or that of the awaited storage
+            // whose ancestor it is), to check before its prefetch that it still exists.
+            struct entry {
+                queue_key key;
+                bool ancestor;
+                storage* s;
+            };
+            std::array<entry, 2 * prefetch_batch> due{};
             std::size_t n = 0;
-            for (auto it = queued_.lower_bound({f.read_stamp(0), 0});
+            for (auto it = queued_.lower_bound({first, 0});
                  it != queued_.end() && it->first.first <= last && n < prefetch_batch; ++it)
-                due[n++] = it->first;
-            for (std::size_t k = 0; k < n; ++k) {
-                const auto it = queued_.find(due[k]);
-                if (it == queued_.end() || it->second->bytes > rt_.options_.budget) continue;
+                due[n++] = {it->first, false, it->second};
+            // The offloaded ancestors of the dropped storages read in the window, reached
+            // through dropped ones (a resident one stops the walk: its own inputs are not
+            // needed). Keyed by the awaited storage's read: they are needed just before it.
+            std::size_t visits = 0;
+            try { // the walk's vector may fail to grow: then fewer ancestors are due
+                for (auto it = awaited_.lower_bound({first, 0});
+                     it != awaited_.end() && it->first.first <= last && n < due.size() &&
+                     visits < ancestor_visits;
+                     ++it) {
+                    walk_.clear();
+                    walk_.push_back(it->second);
+                    for (std::size_t h = 0; h < walk_.size() && visits < ancestor_visits; ++h) {
+                        const op* o = walk_[h]->producer;
+                        if (o == nullptr) continue;
+                        for (std::uint32_t i = 0; i < o->n_inputs && visits < ancestor_visits;
+                             ++i) {
+                            storage* p = o->in[i].storage;
+                            ++visits;
+                            if (p->is_resident ||
+                                std::find(walk_.begin(), walk_.end(), p) != walk_.end())
+                                continue;
+                            walk_.push_back(p);
+                            if (p->offloaded() && n < due.size()) due[n++] = {it->first, true, p};
+                        }
+                    }
+                }
+            } catch (...) {}
+            // In the order of the reads: one that finds no room stops the batch, so that a later
+            // read does not take the room an earlier one waits for.
+            std::stable_sort(due.begin(), due.begin() + static_cast<std::ptrdiff_t>(n),
+                             [](const entry& a, const entry& b) { return a.key < b.key; });
+            std::size_t started = 0;
+            for (std::size_t k = 0; k < n && started < prefetch_batch; ++k) {
+                // Still there: a queued storage is in the queue while offloaded, and an awaited
+                // one keeps its ancestors alive (its recipe reads them, theirs read theirs).
+                const auto& map = due[k].ancestor ? awaited_ : queued_;
+                if (map.find(due[k].key) == map.end()) continue;
+                storage* s = due[k].s;
+                if (!s->offloaded() || s->bytes > rt_.options_.budget) continue;
                 try {
-                    // In the order of the reads: one that finds no room stops the batch, so
-                    // that a later read does not take the room the earlier one waits for.
-                    if (!rt_.prefetch_storage(it->second)) return;
+                    if (!rt_.prefetch_storage(s)) return;
                     ++rt_.counters_.forecast_prefetches;
+                    ++started;
                 } catch (...) { // copy_in failed: it stays offloaded; the read copies it back
                     return;
                 }
@@ -129,6 +178,38 @@ public:
         } else {
             (void)f;
         }
+    }
+
+    //! Records dropped `s` (evicted without a host copy, with a recipe, still held by the
+    //! program) whose next read the forecast knows, for prefetch_by_forecast to copy back its offloaded ancestors before
+    //! that read recomputes it; a map that cannot grow leaves it out. Its stamp does not change
+    //! while it is evicted (a read recomputes it first).
+    void await_recompute(storage* s) noexcept {
+        if constexpr (offloading_backend<Backend>) {
+            if (rt_.options_.prefetch_ahead == 0 || s->producer == nullptr || s->released ||
+                !step_forecast::is_read(s->use_stamp))
+                return;
+            try {
+                awaited_.emplace(queue_key{s->use_stamp, s->sid}, s);
+                s->awaited = true;
+            } catch (...) {}
+        } else {
+            (void)s;
+        }
+    }
+    //! Dropped storages waiting in the map of await_recompute (runtime::check_invariants).
+    [[nodiscard]] std::size_t awaited_count() const noexcept { return awaited_.size(); }
+    //! Takes `s` out of the awaited map, if it is in it (it is resident again, or destroyed).
+    void unawait(storage* s) noexcept {
+        if (!s->awaited) return;
+        s->awaited = false;
+        if (awaited_.erase(queue_key{s->use_stamp, s->sid}) != 0) return;
+        // Unreachable while stamps stay put as above; exact even if they did not.
+        for (auto it = awaited_.begin(); it != awaited_.end(); ++it)
+            if (it->second == s) {
+                awaited_.erase(it);
+                return;
+            }
     }
 
     //! @brief The fallback when nothing evictable is left: offloads the least recently used
@@ -277,6 +358,9 @@ private:
 
     //! Prefetches prefetch_by_forecast starts at most after one call: a bound on its work.
     static constexpr std::size_t prefetch_batch = 16;
+    //! Recipe inputs prefetch_by_forecast visits at most after one call, looking for the
+    //! offloaded ancestors of dropped storages: a bound on its work.
+    static constexpr std::size_t ancestor_visits = 128;
     //! A queued storage's forecast read (its next_use() stamp) and its id.
     using queue_key = std::pair<std::uint64_t, std::uint64_t>;
 
@@ -285,6 +369,9 @@ private:
     //! Offloaded storages with a forecast read, by that read (runtime_options::prefetch_ahead):
     //! a storage's stamp does not change while it is offloaded (a read copies it back first).
     std::map<queue_key, storage*> queued_;
+    //! Dropped storages with a forecast read, by that read (storage_record::awaited).
+    std::map<queue_key, storage*> awaited_;
+    std::vector<storage*> walk_; //!< the ancestor walk's storages, kept for its capacity
 };
 
 template <class Rt, class Backend, class Meta>

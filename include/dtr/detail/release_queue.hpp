@@ -150,6 +150,7 @@ private:
     }
 
     void destroy_storage(storage* s) noexcept {
+        rt_.offload_.unawait(s);
         if (s->is_resident) rt_.memory_.free(s->ptr, s->bytes);
         rt_.offload_.release_host_copy(s);
         s->is_resident = false;
