@@ -52,6 +52,9 @@ struct counters {
     std::uint64_t prefetches = 0;        //!< of copy_backs, issued before an operator needed them
     //! of prefetches, issued by the runtime from the forecast (runtime_options::prefetch_ahead)
     std::uint64_t forecast_prefetches = 0;
+    //! of forecast_prefetches, inputs of recomputations to come: offloaded ancestors of
+    //! dropped storages the next calls read
+    std::uint64_t forecast_recompute_prefetches = 0;
     std::uint64_t bytes_offloaded = 0;   //!< device -> host bytes
     std::uint64_t bytes_copied_back = 0; //!< host -> device bytes
     std::size_t host_bytes = 0;          //!< gauge: bytes held in the host tier now
@@ -97,6 +100,7 @@ inline std::ostream& operator<<(std::ostream& os, const counters& c) {
               << " offloads_clean=" << c.offloads_clean << " copies_ahead=" << c.copies_ahead
               << " constant_offloads=" << c.constant_offloads << " copy_backs=" << c.copy_backs
               << " prefetches=" << c.prefetches << " forecast_prefetches=" << c.forecast_prefetches
+              << " forecast_recompute_prefetches=" << c.forecast_recompute_prefetches
               << " bytes_offloaded=" << c.bytes_offloaded
               << " bytes_copied_back=" << c.bytes_copied_back << " host_bytes=" << c.host_bytes
               << " peak_host_bytes=" << c.peak_host_bytes << " transfer_cost=" << c.transfer_cost

@@ -170,6 +170,7 @@ public:
                 try {
                     if (!rt_.prefetch_storage(s)) return;
                     ++rt_.counters_.forecast_prefetches;
+                    if (due[k].ancestor) ++rt_.counters_.forecast_recompute_prefetches;
                     ++started;
                 } catch (...) { // copy_in failed: it stays offloaded; the read copies it back
                     return;
