@@ -456,6 +456,8 @@ int main(int argc, char** argv) {
                     << ", \"copy_backs\": " << r.stats.copy_backs
                     << ", \"prefetches\": " << r.stats.prefetches
                     << ", \"forecast_prefetches\": " << r.stats.forecast_prefetches
+                    << ", \"forecast_recompute_prefetches\": "
+                    << r.stats.forecast_recompute_prefetches
                     << ", \"bytes_offloaded\": " << r.stats.bytes_offloaded
                     << ", \"bytes_copied_back\": " << r.stats.bytes_copied_back
                     << ", \"peak_host_bytes\": " << r.stats.peak_host_bytes

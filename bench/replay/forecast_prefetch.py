@@ -12,7 +12,8 @@ Replays the eight paper logs (DTR_SHARED/dtr-logs) for three steps under the run
 - hints: the program's hints read off the log (--prefetch 128: after each operator, the
   offloaded inputs of the next 128 records), what a framework that looks ahead itself gets;
 - forecast N: no hints; the runtime prefetches what the next N calls of the step it recorded
-  read (--prefetch-ahead N, runtime_options::prefetch_ahead), from the second step on.
+  read, and the offloaded inputs of the recomputations those reads will run (--prefetch-ahead
+  N, runtime_options::prefetch_ahead), from the second step on.
 
 Cells are the steady state (steps 2 and 3 over two baseline steps). Writes
 offload-<bw>-<way>.json under --out (default bench/replay/results/forecast-prefetch) and
@@ -90,8 +91,9 @@ def tables(out):
             lines.append(f'| {r} | ' + ' | '.join(row) + ' |')
         for r in (0.3, 0.2):
             header(lines, f'{bw} GB/s at {r}: steady slowdown, copy-backs prefetched (hints: '
-                   "by the program's hints; forecast: by the runtime), reads' wait for "
-                   'copy-backs over the baseline of three steps', 'log')
+                   "by the program's hints; forecast: by the runtime, after the slash those "
+                   "that were inputs of recomputations), reads' wait for copy-backs over the "
+                   'baseline of three steps', 'log')
             for log in logs:
                 row = []
                 for way, _ in WAYS:
@@ -100,8 +102,9 @@ def tables(out):
                         row.append(c['status'] if c else '-')
                         continue
                     wait = c.get('copy_back_stall_ns', 0) / (3 * c['baseline_compute_ns'])
-                    n = c.get('forecast_prefetches', 0) if way.startswith('forecast') \
-                        else c.get('prefetches', 0)
+                    n = (f"{c.get('forecast_prefetches', 0)}/"
+                         f"{c.get('forecast_recompute_prefetches', 0)}"
+                         if way.startswith('forecast') else c.get('prefetches', 0))
                     row.append(f"{c['steady_slowdown']:.3f} ({n}, {wait:.3f})")
                 lines.append(f'| {log} | ' + ' | '.join(row) + ' |')
     return '\n'.join(lines) + '\n'

@@ -231,13 +231,16 @@ struct runtime_options {
     //! constructor throws dtr::logic_error otherwise).
     std::uint32_t offload_ahead = 0;
     //! Under offload, while the program follows a recorded step (runtime_options::steps): after
-    //! each call, the offloaded storages the next `prefetch_ahead` calls of the step read
-    //! start home, soonest first, as runtime::prefetch hints would (room made only from kept
+    //! each call, what the next `prefetch_ahead` calls of the step will wait for starts home,
+    //! soonest read first, as runtime::prefetch hints would (room made only from kept
     //! storages, never from what the program holds; the first without room ends the batch
-    //! and waits for the next call, or for its read). The program gives no hints: the
-    //! forecast knows its reads. 0: off (the default). Upkeep: a map of the offloaded
-    //! storages with a forecast read, by that read (O(log n) as one leaves or comes back),
-    //! and after each call one lookup plus at most 16 prefetches (docs/design.md, "Offload").
+    //! and waits for the next call, or for its read): the offloaded storages they read, and
+    //! the offloaded inputs of the recomputations they will run (ancestors of the dropped
+    //! storages they read). The program gives no hints: the forecast knows its reads. 0: off
+    //! (the default). Upkeep: two maps, of the offloaded and of the dropped storages with a
+    //! forecast read, by that read (O(log n) as one leaves or comes back), and after each
+    //! call two lookups, a walk of at most 128 recipe inputs and at most 16 prefetches
+    //! (docs/design.md, "Offload").
     //! Needs a backend with a host tier (dtr::offloading_backend; the constructor throws
     //! dtr::logic_error otherwise).
     std::uint32_t prefetch_ahead = 0;
