@@ -99,8 +99,7 @@ struct step_totals {
 
 //! Where a run's victims may go: dropped only, or also to a host tier with the forecast's
 //! prefetch (prefetch_ahead drawn from 1 to 16 calls; offload always, or automatic, which
-//! drops some victims: the prefetch then also brings back the offloaded inputs of their
-//! recomputations).
+//! drops the victims cheaper to recompute than to transfer).
 enum class tier { none, prefetching };
 
 template <class Heuristic>
@@ -126,7 +125,12 @@ void check_against(const dtr_test::program_trace& reference, const dtr_test::pro
     // (recomputing them is cheaper than the copy-back) beside offloaded ones.
     const double bandwidth =
         policy == dtr::offload_policy::automatic ? std::pow(10.0, 8 + budget_rng() % 3) : 1e9;
-    if (offload) upstream.enable_host_tier({.transfer = {.bandwidth = bandwidth, .latency = 50}});
+    // A tier of half the budget: once it is full, victims are dropped beside offloaded ones,
+    // and reading a dropped one recomputes it from offloaded inputs (which the prefetch
+    // brings back ahead: 8 to 58 of them in 300 programs, over eleven seeds).
+    if (offload)
+        upstream.enable_host_tier(
+            {.transfer = {.bandwidth = bandwidth, .latency = 50}, .capacity = budget / 2});
     dtr::runtime<backend, Heuristic> rt({.budget = budget,
                                          .dealloc = dealloc,
                                          .mutation = c.scope,
@@ -206,8 +210,7 @@ TEST_CASE("random programs read the same values under the forecast, steps repeat
         CHECK(steps.divergences > 0);
         CHECK(steps.learned > 0);
         CHECK(steps.forecast_prefetches > 0);
-        // Rarer: a dropped storage read soon, an offloaded input of its recipe, and room
-        // from kept storages (1 or 2 in 50 programs).
+        // Rarer (see the tier above): checked where there are enough programs.
         if (programs.count() >= 200) CHECK(steps.recompute_prefetches > 0);
         CHECK(sum.evictions > 0);
         CHECK(sum.remats > 0);
