@@ -53,10 +53,25 @@ struct make {
 using sim_rt = dtr::runtime<dtr::sim_backend, dtr::heuristics::lru>;
 
 sim_rt sim_runtime(std::size_t budget, dtr::offload_policy policy,
-                   dtr::host_tier_options tier = slow_tier()) {
+                   dtr::host_tier_options tier = slow_tier(), std::uint32_t prefetch_ahead = 0) {
     dtr::sim_backend b;
     b.enable_host_tier(tier);
-    return sim_rt({.budget = budget, .offload = policy}, std::move(b));
+    return sim_rt({.budget = budget, .offload = policy, .prefetch_ahead = prefetch_ahead},
+                  std::move(b));
+}
+
+// The prefetch_ahead tests' step has one read that waits 200 ns for a copy-back unless it was
+// prefetched: with prefetch_ahead on, once the step is followed, one forecast prefetch and no
+// wait; otherwise no prefetch, and the wait.
+void check_step_prefetch(const sim_rt& rt, std::uint32_t ahead, bool following, cost_t waited,
+                         std::uint64_t prefetched) {
+    if (ahead != 0 && following) {
+        CHECK(rt.stats().forecast_prefetches == prefetched + 1);
+        CHECK(rt.stats().copy_back_stall == waited); // landed before it was needed
+    } else {
+        CHECK(rt.stats().forecast_prefetches == prefetched);
+        CHECK(rt.stats().copy_back_stall == waited + 200); // it was waited for
+    }
 }
 
 // Host operators on bytes: fill with a value, and add a value to every byte of an input.
@@ -509,10 +524,7 @@ TEST_CASE("prefetch_ahead: from the second step, what the next calls read starts
     // recorded, starts it two calls ahead, and the read finds it home.
     for (const std::uint32_t ahead : {0U, 2U}) {
         CAPTURE(ahead);
-        dtr::sim_backend b;
-        b.enable_host_tier(slow_tier());
-        sim_rt rt({.budget = 300, .offload = dtr::offload_policy::always, .prefetch_ahead = ahead},
-                  std::move(b));
+        sim_rt rt = sim_runtime(300, dtr::offload_policy::always, slow_tier(), ahead);
         for (int step = 0; step < 3; ++step) {
             CAPTURE(step);
             rt.begin_step();
@@ -526,13 +538,7 @@ TEST_CASE("prefetch_ahead: from the second step, what the next calls read starts
             (void)rt.call(make{0}, {a}, {.cost = 1000});
             const bool following = step > 0; // the step is learned at the second mark
             CHECK(rt.step_state().following == following);
-            if (ahead != 0 && following) {
-                CHECK(rt.stats().forecast_prefetches == prefetched + 1);
-                CHECK(rt.stats().copy_back_stall == waited); // landed before its read
-            } else {
-                CHECK(rt.stats().forecast_prefetches == prefetched);
-                CHECK(rt.stats().copy_back_stall == waited + 200); // the read waited for it
-            }
+            check_step_prefetch(rt, ahead, following, waited, prefetched);
             rt.check_invariants();
         }
         CHECK(rt.stats().peak_resident_bytes <= 300);
@@ -550,10 +556,7 @@ TEST_CASE(
     // for a's copy-back; with prefetch_ahead = 2 a lands before y's read.
     for (const std::uint32_t ahead : {0U, 2U}) {
         CAPTURE(ahead);
-        dtr::sim_backend b;
-        b.enable_host_tier(slow_tier());
-        sim_rt rt({.budget = 300, .offload = dtr::offload_policy::always, .prefetch_ahead = ahead},
-                  std::move(b));
+        sim_rt rt = sim_runtime(300, dtr::offload_policy::always, slow_tier(), ahead);
         dtr::tensor x = rt.constant(100);
         for (int step = 0; step < 3; ++step) {
             CAPTURE(step);
@@ -572,89 +575,54 @@ TEST_CASE(
             CHECK(rt.stats().rematerializations == remats + 1); // y, from a
             const bool following = step > 0;
             CHECK(rt.step_state().following == following);
-            if (ahead != 0 && following) {
-                CHECK(rt.stats().forecast_prefetches == prefetched + 1);
-                CHECK(rt.stats().copy_back_stall == waited); // landed before the recomputation
-            } else {
-                CHECK(rt.stats().forecast_prefetches == prefetched);
-                CHECK(rt.stats().copy_back_stall == waited + 200); // the recomputation waited
-            }
+            check_step_prefetch(rt, ahead, following, waited, prefetched);
             rt.check_invariants();
         }
         CHECK(rt.stats().peak_resident_bytes <= 300);
     }
 }
 
-TEST_CASE("prefetch_ahead: a dropped storage the step reads, released unread, is forgotten") {
-    // The step drops y, which the forecast says is read at the end; a divergent step releases
-    // it unread instead: its place in the map goes with it (check_invariants counts both).
-    dtr::sim_backend b;
-    b.enable_host_tier(slow_tier());
-    sim_rt rt({.budget = 300, .offload = dtr::offload_policy::always, .prefetch_ahead = 8},
-              std::move(b));
-    dtr::tensor x = rt.constant(100);
-    auto step = [&](bool diverge) {
-        rt.begin_step();
-        dtr::tensor a = rt.call(make{100}, {}, {.cost = 1000});
-        dtr::tensor y = rt.call(make{100}, {a}, {.cost = 1000});
-        REQUIRE(rt.evict(a));
-        REQUIRE(rt.drop(y));
-        rt.check_invariants();
-        if (diverge) (void)rt.call(make{50}, {x}, {.cost = 1000});
-        for (int k = 0; k < 4; ++k) (void)rt.call(make{0}, {x}, {.cost = 1000});
-        if (!diverge) (void)rt.call(make{0}, {y}, {.cost = 1000});
-        rt.check_invariants();
-    };
-    step(false);
-    step(false);
-    step(false);
-    const std::uint64_t prefetched = rt.stats().forecast_prefetches;
-    CHECK(prefetched >= 1);
-    step(true);
-    rt.check_invariants();
-    CHECK(rt.stats().host_bytes == 0);
-    step(false);
-    step(false);
-    step(false);
-    CHECK(rt.stats().forecast_prefetches > prefetched);
-    rt.check_invariants();
-}
-
 TEST_CASE(
-    "prefetch_ahead: off the recorded step nothing starts; a queued storage freed is forgotten") {
-    dtr::sim_backend b;
-    b.enable_host_tier(slow_tier());
-    sim_rt rt({.budget = 300, .offload = dtr::offload_policy::always, .prefetch_ahead = 8},
-              std::move(b));
-    auto step = [&](bool diverge) {
-        rt.begin_step();
-        dtr::tensor a = rt.call(make{100}, {}, {.cost = 1000});
-        dtr::tensor x = rt.call(make{100}, {a}, {.cost = 1000});
-        REQUIRE(rt.evict(a));
-        // A call the step does not have, of another size: the program has left the step, so
-        // a's forecast read (queued for the prefetch) will not come.
-        if (diverge) (void)rt.call(make{50}, {x}, {.cost = 1000});
-        for (int k = 0; k < 4; ++k) (void)rt.call(make{0}, {x}, {.cost = 1000});
-        if (!diverge) (void)rt.call(make{0}, {a}, {.cost = 1000});
-        // a is released offloaded (and, when the program diverged, still queued): its host copy
-        // and its place in the queue go with it.
-    };
-    step(false);
-    step(false);
-    const std::uint64_t prefetched = rt.stats().forecast_prefetches;
-    CHECK(prefetched == 1);
-    step(true);
-    CHECK_FALSE(rt.step_state().following);
-    CHECK(rt.stats().forecast_prefetches == prefetched);
-    rt.check_invariants();
-    CHECK(rt.stats().host_bytes == 0);
-    // Back on the step: learned again at the next marks, prefetched again.
-    step(false);
-    step(false);
-    step(false);
-    CHECK(rt.stats().forecast_prefetches > prefetched);
-    CHECK(rt.stats().host_bytes == 0);
-    rt.check_invariants();
+    "prefetch_ahead: off the recorded step nothing starts; what waited for a prefetch and "
+    "is freed is forgotten") {
+    // Each step makes a and x from it, and offloads a. The step reads at its end either a
+    // itself (a waits in the prefetch queue), or x, dropped (x waits in the map of storages
+    // whose recomputation reads offloaded inputs). Four calls that read the constant c come
+    // between. A divergent step (a call the step does not have, of another size) never comes
+    // to that read: the storage waiting for it is released with its host copy and its place.
+    for (const bool via_recompute : {false, true}) {
+        CAPTURE(via_recompute);
+        sim_rt rt = sim_runtime(300, dtr::offload_policy::always, slow_tier(), 8);
+        dtr::tensor c = rt.constant(100);
+        auto step = [&](bool diverge) {
+            rt.begin_step();
+            dtr::tensor a = rt.call(make{100}, {}, {.cost = 1000});
+            dtr::tensor x = rt.call(make{100}, {a}, {.cost = 1000});
+            REQUIRE(rt.evict(a));
+            if (via_recompute) REQUIRE(rt.drop(x));
+            rt.check_invariants();
+            if (diverge) (void)rt.call(make{50}, {c}, {.cost = 1000});
+            for (int k = 0; k < 4; ++k) (void)rt.call(make{0}, {c}, {.cost = 1000});
+            if (!diverge) (void)rt.call(make{0}, {via_recompute ? x : a}, {.cost = 1000});
+        };
+        step(false);
+        step(false);
+        const std::uint64_t prefetched = rt.stats().forecast_prefetches;
+        CHECK(prefetched == 1);
+        CHECK(rt.stats().forecast_recompute_prefetches == (via_recompute ? 1 : 0));
+        step(true);
+        CHECK_FALSE(rt.step_state().following);
+        CHECK(rt.stats().forecast_prefetches == prefetched);
+        rt.check_invariants();
+        CHECK(rt.stats().host_bytes == 0);
+        // Back on the step: learned again at the next marks, prefetched again.
+        step(false);
+        step(false);
+        step(false);
+        CHECK(rt.stats().forecast_prefetches > prefetched);
+        CHECK(rt.stats().host_bytes == 0);
+        rt.check_invariants();
+    }
 }
 
 TEST_CASE("prefetch_ahead on a backend without a host tier is refused at construction") {
