@@ -182,9 +182,9 @@ public:
     }
 
     //! Records dropped `s` (evicted without a host copy, with a recipe, still held by the
-    //! program) whose next read the forecast knows, for prefetch_by_forecast to copy back its offloaded ancestors before
-    //! that read recomputes it; a map that cannot grow leaves it out. Its stamp does not change
-    //! while it is evicted (a read recomputes it first).
+    //! program) whose next read the forecast knows, for prefetch_by_forecast to copy back its
+    //! offloaded ancestors before that read recomputes it; a map that cannot grow leaves it
+    //! out. Its stamp does not change while it is evicted (a read recomputes it first).
     void await_recompute(storage* s) noexcept {
         if constexpr (offloading_backend<Backend>) {
             if (rt_.options_.prefetch_ahead == 0 || s->producer == nullptr || s->released ||
