@@ -259,10 +259,11 @@ struct runtime_options {
     //! Under offload: whether constants (the storages runtime::constant made, and the
     //! versions mutations made of them) may leave the device when nothing evictable is left.
     //! The other storages without a recipe, children of banished storages, are computed into
-    //! the runtime's own blocks and may always leave (runtime::offload_allowed). A framework whose constants share their memory with
-    //! objects outside the runtime (the PyTorch bridge adopts parameters' own storages,
-    //! which the framework keeps and writes) turns it off: freeing the runtime's block would
-    //! not free that memory, and the copy brought back would not be the framework's.
+    //! the runtime's own blocks and may always leave (runtime::offload_allowed). A framework
+    //! whose constants share their memory with objects outside the runtime (the PyTorch
+    //! bridge adopts parameters' own storages, which the framework keeps and writes) turns it
+    //! off: freeing the runtime's block would not free that memory, and the copy brought back
+    //! would not be the framework's.
     //! Constants only the runtime holds can still be let go one by one with
     //! runtime::allow_offload.
     bool offload_constants = true;
