@@ -582,6 +582,30 @@ TEST_CASE(
     }
 }
 
+TEST_CASE("prefetch_ahead: the walk up from a dropped storage stops at an offloaded input") {
+    // q, p from q, y from p; q and p offloaded, y dropped; y read four calls later. Recomputing
+    // y copies p back, and p's own input q is not read (p is not recomputed): only p is
+    // prefetched for y.
+    sim_rt rt = sim_runtime(400, dtr::offload_policy::always, slow_tier(), 8);
+    dtr::tensor x = rt.constant(100);
+    for (int step = 0; step < 3; ++step) {
+        CAPTURE(step);
+        rt.begin_step();
+        const std::uint64_t before = rt.stats().forecast_recompute_prefetches;
+        dtr::tensor q = rt.call(make{100}, {}, {.cost = 1000});
+        dtr::tensor p = rt.call(make{100}, {q}, {.cost = 1000});
+        dtr::tensor y = rt.call(make{100}, {p}, {.cost = 1000});
+        REQUIRE(rt.evict(q));
+        REQUIRE(rt.evict(p));
+        REQUIRE(rt.drop(y));
+        for (int k = 0; k < 4; ++k) (void)rt.call(make{0}, {x}, {.cost = 1000});
+        (void)rt.call(make{0}, {y}, {.cost = 1000});
+        CHECK(rt.stats().forecast_recompute_prefetches == before + (step > 0 ? 1 : 0));
+        CHECK(rt.is_offloaded(q));
+        rt.check_invariants();
+    }
+}
+
 TEST_CASE(
     "prefetch_ahead: off the recorded step nothing starts; what waited for a prefetch and "
     "is freed is forgotten") {

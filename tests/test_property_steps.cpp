@@ -127,7 +127,7 @@ void check_against(const dtr_test::program_trace& reference, const dtr_test::pro
         policy == dtr::offload_policy::automatic ? std::pow(10.0, 8 + budget_rng() % 3) : 1e9;
     // A tier of half the budget: once it is full, victims are dropped beside offloaded ones,
     // and reading a dropped one recomputes it from offloaded inputs (which the prefetch
-    // brings back ahead: 8 to 58 of them in 300 programs, over eleven seeds).
+    // brings back ahead: 8 to 51 of them in 300 programs, over eleven seeds).
     if (offload)
         upstream.enable_host_tier(
             {.transfer = {.bandwidth = bandwidth, .latency = 50}, .capacity = budget / 2});

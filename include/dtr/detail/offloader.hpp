@@ -140,7 +140,8 @@ public:
                     walk_.clear();
                     walk_.push_back(it->second);
                     for (std::size_t h = 0; h < walk_.size() && visits < ancestor_visits; ++h) {
-                        const op* o = walk_[h]->producer;
+                        // An offloaded storage comes back by transfer: its inputs are not read.
+                        const op* o = walk_[h]->offloaded() ? nullptr : walk_[h]->producer;
                         if (o == nullptr) continue;
                         for (std::uint32_t i = 0; i < o->n_inputs && visits < ancestor_visits;
                              ++i) {
