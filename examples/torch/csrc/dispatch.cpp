@@ -13,6 +13,7 @@
 
 #include "dispatch.hpp"
 
+#include "block_pool.hpp"
 #include "bridge.hpp"
 #include "bridge_key.hpp"
 #include "errors.hpp"
@@ -147,7 +148,7 @@ private:
     std::vector<c10::IValue>* out_;
     std::vector<c10::IValue> args_;  //!< as the caller passed them
     std::vector<c10::IValue> stack_; //!< the recipe's: tensor slots None, foreign tensors by value
-    std::shared_ptr<recipe> r_ = std::make_shared<recipe>();
+    std::shared_ptr<recipe> r_ = make_pooled_shared<recipe>();
     // Inline for the common sizes, as in the recipe (recipe.hpp).
     c10::SmallVector<found_tensor, 3> found_;
     c10::SmallVector<ref_ptr, 3> inputs_; //!< distinct storages
@@ -598,7 +599,7 @@ bool dispatcher_call::eager() {
         for (const c10::Storage& in : st)
             if (in.data_ptr().get() == t.storage().data_ptr().get() && in.nbytes() != 0)
                 unsupported(info_.name + " returned a tensor sharing memory with an argument");
-        auto ref = std::make_shared<storage_ref>();
+        auto ref = make_pooled_shared<storage_ref>();
         ref->owner = b_.shared_from_this();
         ref->handle = rt.adopt(t.storage()); // dtr::out_of_memory: bridge::dispatch reports it
         rt.allow_offload(ref->handle, true); // a new storage only the bridge holds
@@ -741,7 +742,7 @@ void dispatcher_call::recorded() {
         b_.step_pending_ = false;
         rt.begin_step();
     }
-    std::vector<dtr::tensor> outs;
+    runtime_iface::outputs_t outs;
     {
         scoped_ns ct{prof.runtime_call_ns};
         outs = rt.call(recipe_op{r_}, {in_handles.data(), in_handles.size()}, n_out,
@@ -764,7 +765,7 @@ void dispatcher_call::recorded() {
         const geometry& g = r.out_geom[k];
         ++k;
         if (!defined) return at::Tensor();
-        auto ref = std::make_shared<storage_ref>();
+        auto ref = make_pooled_shared<storage_ref>();
         ref->owner = b_.shared_from_this();
         ref->handle = std::move(h);
         return b_.wrap(std::move(ref), g);

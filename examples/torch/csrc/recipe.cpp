@@ -101,25 +101,35 @@ void recipe::run(context_t& ctx) {
     storages.reserve(n_in);
     block_table& blocks = ctx.backend().table();
     for (std::size_t i = 0; i < n_in; ++i) {
-        const c10::Device dev = blocks.device;
+        const void* data = nullptr;
+        std::size_t bytes = 0;
         if (input_mutated[i]) {
             auto b = ctx.inout(i);
-            storages.push_back(borrowed_storage(b.data(), b.size(), dev));
+            data = b.data();
+            bytes = b.size();
         } else {
             auto b = ctx.input(i);
-            storages.push_back(borrowed_storage(b.data(), b.size(), dev));
+            data = b.data();
+            bytes = b.size();
         }
-    }
-    // An adopted storage is PyTorch's too, and PyTorch can give it other memory without an
-    // operator (untyped_storage().resize_(), as FullyShardedDataParallel does): reading the
-    // block would read freed memory.
-    for (const c10::Storage& in : storages)
-        if (auto it = blocks.blocks.find(in.data_ptr().get());
-            it != blocks.blocks.end() && it->second.data_ptr().get() != in.data_ptr().get())
+        // An adopted storage is PyTorch's too, and PyTorch can give it other memory without
+        // an operator (untyped_storage().resize_(), as FullyShardedDataParallel does):
+        // reading the block would read freed memory.
+        const auto it = blocks.blocks.find(data);
+        if (it != blocks.blocks.end() && it->second.data_ptr().get() != data)
             unsupported(op->schema().name() +
-                        " reads a tensor the runtime adopted that was given other memory outside "
-                        "the dispatcher (untyped_storage().resize_() or set_; "
-                        "FullyShardedDataParallel frees and reallocates its parameters this way)");
+                        " reads a tensor the runtime adopted that was given other memory "
+                        "outside the dispatcher (untyped_storage().resize_() or set_; "
+                        "FullyShardedDataParallel frees and reallocates its parameters this "
+                        "way)");
+        // An input the operator only reads runs on its block's own storage (no storage made
+        // per argument and run); one it writes on a borrowed, non-resizable one, so that a
+        // kernel that resizes its output argument fails instead of moving the block.
+        if (!input_mutated[i] && it != blocks.blocks.end())
+            storages.push_back(it->second);
+        else
+            storages.push_back(borrowed_storage(data, bytes, blocks.device));
+    }
     std::vector<c10::IValue> s = stack;
     fill_stack(s, slots, tensors, storages);
 

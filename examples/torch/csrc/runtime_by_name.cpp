@@ -17,14 +17,22 @@ public:
     runtime_impl(dtr::runtime_options opts, std::shared_ptr<block_table> table)
         : table_(table), rt_(opts, torch_backend(table)) {}
 
-    std::vector<dtr::tensor> call(recipe_op op, std::span<const dtr::tensor> inputs,
-                                  std::size_t outputs, std::vector<std::uint32_t> mutates,
-                                  std::optional<dtr::cost_t> cost, std::uint64_t op_key) override {
+    outputs_t call(recipe_op op, std::span<const dtr::tensor> inputs, std::size_t outputs,
+                   std::vector<std::uint32_t> mutates, std::optional<dtr::cost_t> cost,
+                   std::uint64_t op_key) override {
         dtr::call_options o;
         o.mutates = std::move(mutates);
         o.cost = cost;
         o.op_key = op_key;
-        return rt_.call_n(outputs, std::move(op), inputs, std::move(o));
+        outputs_t out;
+        if (outputs == 1) { // most operators: no vector from call_n
+            out.push_back(rt_.call(std::move(op), inputs, std::move(o)));
+            return out;
+        }
+        std::vector<dtr::tensor> v = rt_.call_n(outputs, std::move(op), inputs, std::move(o));
+        out.reserve(v.size());
+        for (dtr::tensor& t : v) out.push_back(std::move(t));
+        return out;
     }
     void begin_step() override { rt_.begin_step(); }
     dtr::tensor adopt(const c10::Storage& storage) override {

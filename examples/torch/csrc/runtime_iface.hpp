@@ -11,6 +11,7 @@
 #include <dtr/runtime.hpp>
 
 #include <c10/core/Storage.h>
+#include <c10/util/SmallVector.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -40,10 +41,11 @@ struct recipe_op {
 class runtime_iface {
 public:
     virtual ~runtime_iface() = default;
-    virtual std::vector<dtr::tensor> call(recipe_op op, std::span<const dtr::tensor> inputs,
-                                          std::size_t outputs, std::vector<std::uint32_t> mutates,
-                                          std::optional<dtr::cost_t> cost,
-                                          std::uint64_t op_key) = 0;
+    //! The handles of a call's outputs: inline for the usual one or two.
+    using outputs_t = c10::SmallVector<dtr::tensor, 2>;
+    virtual outputs_t call(recipe_op op, std::span<const dtr::tensor> inputs, std::size_t outputs,
+                           std::vector<std::uint32_t> mutates, std::optional<dtr::cost_t> cost,
+                           std::uint64_t op_key) = 0;
     //! A step of the program begins (dtr::runtime::begin_step): the bridge marks each
     //! backward pass, so that the runtime follows the training loop's step.
     virtual void begin_step() = 0;

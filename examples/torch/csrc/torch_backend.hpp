@@ -6,6 +6,7 @@
 
 #pragma once
 
+#include "block_pool.hpp"
 #include "profile.hpp"
 
 #include <dtr/backend/wall_clock.hpp>
@@ -18,6 +19,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -30,7 +32,11 @@ namespace dtr_torch {
 struct block_table {
     c10::Device device{c10::kCPU};
     c10::Allocator* allocator = nullptr;
-    std::unordered_map<const void*, c10::Storage> blocks;
+    //! Its nodes come and go with every output (block_pool.hpp).
+    std::unordered_map<const void*, c10::Storage, std::hash<const void*>,
+                       std::equal_to<const void*>,
+                       pooled_allocator<std::pair<const void* const, c10::Storage>>>
+        blocks;
     //! Set by an operator just before it asks the runtime for an output: allocate() takes
     //! this storage (ATen's own allocation) instead of allocating and copying.
     c10::Storage pending;
