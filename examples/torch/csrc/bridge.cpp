@@ -6,7 +6,6 @@
 
 #include "bridge.hpp"
 
-#include "block_pool.hpp"
 #include "bridge_key.hpp"
 #include "counting_allocator.hpp"
 #include "errors.hpp"
@@ -139,7 +138,7 @@ ref_ptr bridge::adopt(const at::Tensor& t) {
     ref_ptr ref;
     if (auto it = adopted_.find(key); it != adopted_.end()) ref = it->second.lock();
     if (!ref) {
-        ref = make_pooled_shared<storage_ref>();
+        ref = std::make_shared<storage_ref>();
         ref->owner = shared_from_this();
         ref->handle = rt_->adopt(t.storage()); // dtr::out_of_memory: the caller names the operator
         ref->plain_key = key;

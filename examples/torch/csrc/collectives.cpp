@@ -16,7 +16,6 @@
 //! `wait_tensor`: their inputs are made constants as above, and their results are adopted as
 //! constants that stay resident.
 
-#include "block_pool.hpp"
 #include "bridge.hpp"
 #include "bridge_key.hpp"
 #include "errors.hpp"
@@ -140,7 +139,7 @@ bool bridge::reads_plain(const at::Tensor& t) const {
 }
 
 at::Tensor bridge::adopt_result(const at::Tensor& t) {
-    auto ref = make_pooled_shared<storage_ref>();
+    auto ref = std::make_shared<storage_ref>();
     ref->owner = shared_from_this();
     try {
         ref->handle = rt_->adopt(t.storage());

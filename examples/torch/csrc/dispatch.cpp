@@ -13,7 +13,6 @@
 
 #include "dispatch.hpp"
 
-#include "block_pool.hpp"
 #include "bridge.hpp"
 #include "bridge_key.hpp"
 #include "errors.hpp"
@@ -148,7 +147,7 @@ private:
     std::vector<c10::IValue>* out_;
     std::vector<c10::IValue> args_;  //!< as the caller passed them
     std::vector<c10::IValue> stack_; //!< the recipe's: tensor slots None, foreign tensors by value
-    std::shared_ptr<recipe> r_ = make_pooled_shared<recipe>();
+    std::shared_ptr<recipe> r_ = std::make_shared<recipe>();
     // Inline for the common sizes, as in the recipe (recipe.hpp).
     c10::SmallVector<found_tensor, 3> found_;
     c10::SmallVector<ref_ptr, 3> inputs_; //!< distinct storages
@@ -599,7 +598,7 @@ bool dispatcher_call::eager() {
         for (const c10::Storage& in : st)
             if (in.data_ptr().get() == t.storage().data_ptr().get() && in.nbytes() != 0)
                 unsupported(info_.name + " returned a tensor sharing memory with an argument");
-        auto ref = make_pooled_shared<storage_ref>();
+        auto ref = std::make_shared<storage_ref>();
         ref->owner = b_.shared_from_this();
         ref->handle = rt.adopt(t.storage()); // dtr::out_of_memory: bridge::dispatch reports it
         rt.allow_offload(ref->handle, true); // a new storage only the bridge holds
@@ -765,7 +764,7 @@ void dispatcher_call::recorded() {
         const geometry& g = r.out_geom[k];
         ++k;
         if (!defined) return at::Tensor();
-        auto ref = make_pooled_shared<storage_ref>();
+        auto ref = std::make_shared<storage_ref>();
         ref->owner = b_.shared_from_this();
         ref->handle = std::move(h);
         return b_.wrap(std::move(ref), g);

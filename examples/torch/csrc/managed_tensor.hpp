@@ -6,7 +6,6 @@
 
 #pragma once
 
-#include "block_pool.hpp"
 #include "bridge_key.hpp"
 #include "recipe.hpp"
 
@@ -36,13 +35,13 @@ struct storage_ref {
     const void* plain_data = nullptr;
     //! Live recipes that read the current version (a new version gets a new count). A constant
     //! no recipe reads can be updated in place: nothing can ever need its old bytes.
-    std::shared_ptr<std::size_t> readers = make_pooled_shared<std::size_t>(0);
+    std::shared_ptr<std::size_t> readers = std::make_shared<std::size_t>(0);
     //! The storage every managed tensor of this reference carries: the right size, no memory
     //! (its data pointer is null), one per reference so that views of one runtime storage
     //! alias each other for PyTorch (Tensor.is_alias_of, DDP's bucket views) and others not.
     c10::Storage memoryless;
 
-    void new_version() { readers = make_pooled_shared<std::size_t>(0); }
+    void new_version() { readers = std::make_shared<std::size_t>(0); }
     std::size_t nbytes() const { return handle.size(); }
 
     storage_ref() = default;
@@ -62,19 +61,6 @@ public:
     managed_tensor_impl(ref_ptr ref, c10::DispatchKeySet keys, const geometry& g);
 
     const ref_ptr& ref() const noexcept { return ref_; }
-
-    // One per result of every call, freed in bulk with a step's activations (block_pool.hpp).
-    static void* operator new(std::size_t bytes) {
-        if (bytes != sizeof(managed_tensor_impl)) return ::operator new(bytes);
-        return block_pool<sizeof(managed_tensor_impl)>::allocate();
-    }
-    static void operator delete(void* p, std::size_t bytes) noexcept {
-        if (bytes != sizeof(managed_tensor_impl)) {
-            ::operator delete(p);
-            return;
-        }
-        block_pool<sizeof(managed_tensor_impl)>::deallocate(p);
-    }
 
     c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(
         const c10::VariableVersion& version_counter,

@@ -6,7 +6,6 @@
 
 #pragma once
 
-#include "block_pool.hpp"
 #include "profile.hpp"
 
 #include <dtr/backend/wall_clock.hpp>
@@ -19,7 +18,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -32,11 +30,7 @@ namespace dtr_torch {
 struct block_table {
     c10::Device device{c10::kCPU};
     c10::Allocator* allocator = nullptr;
-    //! Its nodes come and go with every output (block_pool.hpp).
-    std::unordered_map<const void*, c10::Storage, std::hash<const void*>,
-                       std::equal_to<const void*>,
-                       pooled_allocator<std::pair<const void* const, c10::Storage>>>
-        blocks;
+    std::unordered_map<const void*, c10::Storage> blocks;
     //! Set by an operator just before it asks the runtime for an output: allocate() takes
     //! this storage (ATen's own allocation) instead of allocating and copying.
     c10::Storage pending;

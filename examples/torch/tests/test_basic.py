@@ -31,10 +31,9 @@ def cnn():
 
 def threads():
     """Tensors made on one thread and freed on another, as CUDA's backward does on autograd's
-    device threads: the bridge recycles what it makes per call through per-thread lists
-    (csrc/block_pool.hpp), which take blocks freed by any thread and are freed when their
-    thread exits. Each value is checked against plain PyTorch, under a budget that evicts
-    and recomputes."""
+    device threads: a worker thread exits with the tensors it made still alive, which are then
+    read (recomputed) and freed on the main thread; another frees tensors the main thread made.
+    Each value is checked against plain PyTorch, under a budget that evicts and recomputes."""
     import threading
 
     torch.manual_seed(0)
