@@ -14,8 +14,10 @@
 
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -115,6 +117,27 @@ TEST_CASE("multi-output operators: one recomputation refills the outputs still n
         REQUIRE(outs.size() == 2);
         CHECK(read(rt, outs[0]) == a_bytes);
         CHECK(read(rt, outs[1]) == b_bytes);
+    }
+    SUBCASE("call_into writes the handles into the caller's array") {
+        std::array<tensor, 2> outs;
+        rt.call_into(outs, split, std::span<const tensor>(&x, 1), {.cost = 1});
+        CHECK(read(rt, outs[0]) == a_bytes);
+        CHECK(read(rt, outs[1]) == b_bytes);
+        // A live handle among the outputs is refused before the operator runs (assigning
+        // over it would release its tensor in the middle of the call).
+        const auto calls = rt.stats().operators_run;
+        std::array<tensor, 2> busy{tensor{}, a};
+        CHECK_THROWS_WITH_AS(rt.call_into(busy, split, std::span<const tensor>(&x, 1)),
+                             doctest::Contains("output handle 1 is not empty"), dtr::logic_error);
+        CHECK(rt.stats().operators_run == calls);
+        CHECK_FALSE(busy[0]);
+        // What the operator throws leaves the outputs empty.
+        std::array<tensor, 2> failed;
+        auto throws = [](host_context&) { throw std::runtime_error("kernel failed"); };
+        CHECK_THROWS_AS(rt.call_into(failed, throws, std::span<const tensor>(&x, 1)),
+                        std::runtime_error);
+        CHECK_FALSE(failed[0]);
+        CHECK_FALSE(failed[1]);
     }
     rt.check_invariants();
 }

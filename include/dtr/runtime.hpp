@@ -226,6 +226,21 @@ public:
         return out;
     }
 
+    //! @brief Runs an operator with `outputs.size()` outputs into handles the caller owns
+    //! (a small inline array of a framework's op path: no vector per call).
+    //! Expects: every handle in `outputs` is empty (assigning over a live one would release
+    //! it in the middle of the call).
+    //! Effects, Throws: as call(); dtr::logic_error, before anything runs, when a handle in
+    //! `outputs` is not empty. On an exception `outputs` is left empty.
+    template <class Op>
+    void call_into(std::span<tensor> outputs, Op&& op, std::span<const tensor> inputs,
+                   call_options options = {}) {
+        for (std::size_t i = 0; i < outputs.size(); ++i)
+            DTR_EXPECTS(!outputs[i], "call_into: output handle " + std::to_string(i) +
+                                         " is not empty (pass default-constructed tensors)");
+        call_impl(std::forward<Op>(op), inputs, outputs.size(), options, outputs.data());
+    }
+
     //! @brief Runs an in-place operator that updates inputs `mutated` (through
     //! op_context::inout) and has no outputs.
     //!

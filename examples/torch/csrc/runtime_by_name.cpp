@@ -25,13 +25,8 @@ public:
         o.cost = cost;
         o.op_key = op_key;
         outputs_t out;
-        if (outputs == 1) { // most operators: no vector from call_n
-            out.push_back(rt_.call(std::move(op), inputs, std::move(o)));
-            return out;
-        }
-        std::vector<dtr::tensor> v = rt_.call_n(outputs, std::move(op), inputs, std::move(o));
-        out.reserve(v.size());
-        for (dtr::tensor& t : v) out.push_back(std::move(t));
+        out.resize(outputs); // inline for up to two: no vector per call
+        rt_.call_into(out, std::move(op), inputs, std::move(o));
         return out;
     }
     void begin_step() override { rt_.begin_step(); }
