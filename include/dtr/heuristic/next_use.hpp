@@ -211,7 +211,10 @@ private:
                 return !cut;
             },
             [&](const auto& c) {
-                if (c.handle_count() == 0 || static_cast<double>(c.size()) < guarding_size) return;
+                // (a read already found wins over any guarded one: no stamp to read)
+                if (d >= 0 || c.handle_count() == 0 ||
+                    static_cast<double>(c.size()) < guarding_size)
+                    return;
                 const double read = f.time_to_next_read(c);
                 if (read >= 0 && (guarded < 0 || read < guarded)) guarded = read;
             });
